@@ -1,0 +1,58 @@
+"""Nox sessions: each sets up its environment and makes one call into patchwheel.
+
+    nox -s build                      build the default target into build/
+    nox -s build -- --target vllm-0.16
+    nox -s tests                      the whole test suite (what CI runs)
+"""
+
+from __future__ import annotations
+
+import os
+
+import nox
+
+nox.options.sessions = ["build"]
+nox.options.reuse_venv = "yes"
+nox.options.error_on_missing_interpreters = True
+
+PYTHON = "3.11"
+
+
+def _install(session: nox.Session, *extras: str) -> None:
+    spec = f".[{','.join(extras)}]" if extras else "."
+    session.install("-e", spec)
+
+
+@nox.session(python=PYTHON)
+def build(session: nox.Session) -> None:
+    """Build a target's patched wheels, manifest and index into build/ (default target)."""
+    _install(session)
+    session.run("patchwheel", "build", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def lock(session: nox.Session) -> None:
+    """Resolve new or changed pins into patches/<target>/target.lock."""
+    _install(session)
+    session.run("patchwheel", "lock", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """Run the whole test suite (unit, integration on real git repos, real wheels, real vLLM)."""
+    _install(session, "test")
+    args = session.posargs or ["-ra", "--durations=25"]
+    session.run("pytest", *args, env={"PYTHONUNBUFFERED": "1", **_ci_env()})
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff (lint + format check) and mypy --strict."""
+    _install(session, "lint")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    session.run("mypy")
+
+
+def _ci_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k in ("CI", "PATCHWHEEL_CACHE")}

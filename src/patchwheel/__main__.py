@@ -1,0 +1,7 @@
+"""``python -m patchwheel``."""
+
+import sys
+
+from patchwheel.cli import main
+
+sys.exit(main())

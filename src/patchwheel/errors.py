@@ -1,0 +1,53 @@
+"""The exception hierarchy: every user-facing error names its input and says what to do."""
+
+from __future__ import annotations
+
+
+class PatchwheelError(Exception):
+    """Base of every error patchwheel reports to a user (exit status 1, no traceback)."""
+
+    exit_status = 1
+
+
+class ConfigError(PatchwheelError):
+    """A target, pin, series or lock file is malformed or inconsistent."""
+
+
+class PinError(ConfigError):
+    """A pin cannot be parsed, is unsafe, or does not resolve."""
+
+
+class LockError(ConfigError):
+    """The lock disagrees with the target or with upstream (a moved tag, a changed pin)."""
+
+
+class FetchError(PatchwheelError):
+    """A download, an index lookup or a git fetch failed."""
+
+
+class HashMismatchError(FetchError):
+    """Downloaded or cached bytes do not match the sha256 the lock records."""
+
+
+class PatchError(PatchwheelError):
+    """A patch is invalid (unparsable, empty, unsafe path) or does not apply strictly."""
+
+
+class VendorError(PatchwheelError):
+    """A vendor tree is in a state patchwheel will not touch (dirty, foreign)."""
+
+
+class BuildError(PatchwheelError):
+    """A wheel could not be built, overlaid or written."""
+
+
+class AuditError(PatchwheelError):
+    """The API-drift audit could not run (not: it found drift)."""
+
+
+class VerifyError(PatchwheelError):
+    """Verification could not run or its results do not match the reference."""
+
+
+class PublishError(PatchwheelError):
+    """An upload was refused or failed."""
