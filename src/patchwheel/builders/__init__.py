@@ -1,0 +1,1 @@
+"""Builders: source (PEP 517) and overlay (upstream wheel + patched files)."""
