@@ -15,6 +15,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -52,6 +53,22 @@ class Cache:
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = (root or default_root()).resolve()
+
+    def sweep_tmp(self, max_age_s: float = 3600) -> None:
+        """Remove temp files and dirs of runs that died more than ``max_age_s`` ago."""
+        tmp_dir = self.root / "tmp"
+        if not tmp_dir.is_dir():
+            return
+        cutoff = time.time() - max_age_s
+        for entry in tmp_dir.iterdir():
+            try:
+                if entry.lstat().st_mtime < cutoff:
+                    if entry.is_dir():
+                        shutil.rmtree(entry, ignore_errors=True)
+                    else:
+                        entry.unlink()
+            except FileNotFoundError:
+                continue
 
     def blob_path(self, sha256: str) -> Path:
         """Where the artifact with this sha256 lives (whether or not it exists)."""

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from packaging.utils import parse_sdist_filename
+
 from patchwheel import __version__, index, outputs, progress, vendor
 from patchwheel.builders import overlay, source
 from patchwheel.cache import Cache, sha256_bytes, sha256_file
@@ -150,6 +152,7 @@ def build_target(
 ) -> BuildReport:
     """Build one target into build/<target> and refresh build/simple."""
     start = time.monotonic()
+    cache.sweep_tmp()
     target = load_target(paths.patches, target_name)
     lock = locked_pins(target)
     units = plan(target, lock)
@@ -158,6 +161,7 @@ def build_target(
     with outputs.locked(paths.build, target.name):
         existing = _up_to_date(paths.build, target.name, key)
         if existing is not None:
+            outputs.collect(paths.build, target.name)
             progress.status(
                 f"[green]{target.name} is up to date[/] (inputs {key[:12]}): nothing rebuilt"
             )
@@ -247,7 +251,7 @@ def _prepare_vendor_trees(
 def _build_unit(
     unit: Unit, trees: dict[str, Path], cache: Cache, lock: dict[str, LockedPin]
 ) -> Output:
-    if not unit.patches:
+    if not unit.patches and _has_artifact(unit):
         return _copy_upstream(unit, cache)
     cached = _cached_wheel(cache, unit)
     if cached is not None:
@@ -269,12 +273,19 @@ def _copy_upstream(unit: Unit, cache: Cache) -> Output:
     )
     entry = unit.entries[spec.key]
     path = artifact_path(spec, entry, cache)
-    version = entry.filename.split("-")[1] if entry.filename else ""
-    if entry.filename and entry.filename.endswith(".whl"):
-        version = str(parse_wheel_name(entry.filename).version)
-    assert entry.sha256 is not None
+    assert entry.sha256 is not None and entry.filename is not None
+    if entry.filename.endswith(".whl"):
+        version = parse_wheel_name(entry.filename).version
+    else:
+        version = parse_sdist_filename(entry.filename)[1]
     progress.status(f"{unit.name}: empty series, upstream {entry.filename} copied unchanged")
-    return Output(unit, path, "copied", version, entry.sha256, False, filename=entry.filename)
+    return Output(unit, path, "copied", str(version), entry.sha256, False, filename=entry.filename)
+
+
+def _has_artifact(unit: Unit) -> bool:
+    """Whether the unit's upstream is a file that can be served as is (not a git tree)."""
+    key = unit.project.source.key if unit.variant is None else f"{unit.name}"
+    return unit.entries[key].kind in ("sdist", "wheel")
 
 
 def _provenance(unit: Unit) -> bytes:

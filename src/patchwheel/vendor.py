@@ -16,14 +16,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from pathlib import Path
+from typing import Any
 
 import git
 
 from patchwheel import gitsrc, progress
-from patchwheel.errors import PatchError, VendorError
+from patchwheel.errors import VendorError
 from patchwheel.patches import DirTree, Offset, Patch, apply_patch
 
 STATE_FILE = "patchwheel-state.json"
+TXN_FILE = "patchwheel-txn.json"
 UPSTREAM = "upstream"
 PATCHED = "patched"
 COMMITTER = ("patchwheel", "patchwheel@users.noreply.local")
@@ -56,16 +58,42 @@ class VendorResult:
 
 def prepare(vendor_dir: Path, upstream: Upstream, series: Sequence[Patch]) -> VendorResult:
     """Bring a vendor tree to ``upstream`` + ``series``, atomically."""
+    _remove_stale_temps(vendor_dir)
     if not vendor_dir.exists():
         return _create(vendor_dir, upstream, series)
+    _recover(vendor_dir)
     repo = _open_ours(vendor_dir)
     state = _read_state(repo)
     snapshot = _Snapshot.take(repo, state)
+    txn = Path(repo.git_dir) / TXN_FILE
+    _write_json(txn, snapshot.to_json())
     try:
-        return _update(repo, vendor_dir, upstream, series, state, label=vendor_dir)
+        result = _update(repo, vendor_dir, upstream, series, state, label=vendor_dir)
     except BaseException:
         snapshot.restore(repo)
+        txn.unlink(missing_ok=True)
         raise
+    txn.unlink(missing_ok=True)
+    return result
+
+
+def _remove_stale_temps(vendor_dir: Path) -> None:
+    """Drop half-made vendor trees of interrupted runs (callers hold the target's lock)."""
+    if vendor_dir.parent.is_dir():
+        for stale in vendor_dir.parent.glob(f".{vendor_dir.name}.tmp-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+def _recover(vendor_dir: Path) -> None:
+    """Undo a run that was killed while it changed the vendor tree."""
+    txn = vendor_dir / ".git" / TXN_FILE
+    if not txn.is_file():
+        return
+    progress.status(f"vendor {vendor_dir}: restoring the state before an interrupted run")
+    (vendor_dir / ".git" / "index.lock").unlink(missing_ok=True)  # left by a killed git
+    snapshot = _Snapshot.from_json(json.loads(txn.read_text("utf-8")))
+    snapshot.restore(git.Repo(vendor_dir))
+    txn.unlink()
 
 
 def _create(vendor_dir: Path, upstream: Upstream, series: Sequence[Patch]) -> VendorResult:
@@ -275,9 +303,12 @@ def _read_state(repo: git.Repo) -> dict[str, object]:
 
 
 def _write_state(repo: git.Repo, state: dict[str, object]) -> None:
-    path = Path(repo.git_dir) / STATE_FILE
+    _write_json(Path(repo.git_dir) / STATE_FILE, state)
+
+
+def _write_json(path: Path, data: object) -> None:
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=1) + "\n", "utf-8")
+    tmp.write_text(json.dumps(data, indent=1) + "\n", "utf-8")
     os.replace(tmp, path)
 
 
@@ -293,6 +324,13 @@ class _Snapshot:
     def take(cls, repo: git.Repo, state: dict[str, object]) -> _Snapshot:
         return cls(_head(repo), _ref(repo, UPSTREAM), dict(state))
 
+    def to_json(self) -> dict[str, object]:
+        return {"head": self.head, "upstream": self.upstream, "state": self.state}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> _Snapshot:
+        return cls(str(data["head"]), str(data["upstream"]), dict(data["state"]))
+
     def restore(self, repo: git.Repo) -> None:
         if self.upstream:
             repo.git.update_ref(f"refs/heads/{UPSTREAM}", self.upstream)
@@ -301,9 +339,3 @@ class _Snapshot:
             repo.git.reset("-q", "--hard", self.head)
         repo.git.clean("-q", "-f", "-d", "-x")
         _write_state(repo, self.state)
-
-
-def restored_message(error: PatchError, vendor_dir: Path, head: str) -> PatchError:
-    """Add to a patch error where the vendor tree was left."""
-    where = f"the vendor tree {vendor_dir} is unchanged" + (f" (HEAD {head[:12]})" if head else "")
-    return PatchError(f"{error}\n{where}; build/ is untouched")
