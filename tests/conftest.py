@@ -72,7 +72,9 @@ class Checkout:
         )
         return path
 
-    def run(self, *args: str, env: dict[str, str] | None = None) -> support.subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, env: dict[str, str] | None = None
+    ) -> support.subprocess.CompletedProcess[str]:
         return support.patchwheel(self.root, *args, cache=self.cache, env=env)
 
 

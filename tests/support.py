@@ -231,8 +231,9 @@ def pip(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def patchwheel(root: Path, *args: str, cache: Path, env: dict[str, str] | None = None,
-               timeout: float = 1200) -> subprocess.CompletedProcess[str]:
+def patchwheel(
+    root: Path, *args: str, cache: Path, env: dict[str, str] | None = None, timeout: float = 1200
+) -> subprocess.CompletedProcess[str]:
     """Run the real ``patchwheel`` command on a checkout root."""
     full_env = {**os.environ, "PATCHWHEEL_CACHE": str(cache), **(env or {})}
     return subprocess.run(

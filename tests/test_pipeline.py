@@ -142,15 +142,24 @@ def test_build_installs_from_index_and_carries_patches(checkout: Checkout, tmp_p
 
     python = support.fresh_venv(tmp_path / "venv")
     install = support.pip(
-        python, "install", "--no-deps", "--index-url", (checkout.build / "simple").as_uri(),
+        python,
+        "install",
+        "--no-deps",
+        "--index-url",
+        (checkout.build / "simple").as_uri(),
         "tinyproj",
     )
     assert install.returncode == 0, install.stdout + install.stderr
     check = subprocess.run(
-        [str(python), "-c",
-         "import tinyproj.core as c, tinyproj.extra as e, importlib.metadata as m;"
-         "print(c.greet('x'), c.version_tuple(), e.PATCHED, m.version('tinyproj'))"],
-        capture_output=True, text=True, check=True,
+        [
+            str(python),
+            "-c",
+            "import tinyproj.core as c, tinyproj.extra as e, importlib.metadata as m;"
+            "print(c.greet('x'), c.version_tuple(), e.PATCHED, m.version('tinyproj'))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert check.stdout.split()[:2] == ["hi", "x"]
     assert "(1, 0, 1) True" in check.stdout
@@ -245,7 +254,9 @@ def test_killed_build_keeps_last_good_outputs(checkout: Checkout, delay: float) 
     env = {**os.environ, "PATCHWHEEL_CACHE": str(checkout.cache)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "patchwheel", "--root", str(checkout.root), "build", "--no-audit"],
-        env=env, stderr=subprocess.DEVNULL, start_new_session=True,
+        env=env,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     time.sleep(delay)
     os.killpg(proc.pid, signal.SIGKILL)
