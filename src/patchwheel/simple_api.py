@@ -120,20 +120,21 @@ def _project_page(index: str, project: str) -> list[IndexFile]:
             f"index {index} is unreachable ({exc}); check the network or pip's index-url"
         ) from exc
     if JSON_TYPE in content_type:
-        return _parse_json(body, final_url)
-    return _parse_html(body.decode("utf-8", "replace"), final_url)
+        return parse_json_page(body, final_url)
+    return parse_html_page(body.decode("utf-8", "replace"), final_url)
 
 
 def _file_page(page_url: str) -> list[IndexFile]:
     directory = Path(unquote(urlsplit(page_url).path))
     if (directory / "index.json").is_file():
-        return _parse_json((directory / "index.json").read_bytes(), page_url)
+        return parse_json_page((directory / "index.json").read_bytes(), page_url)
     if (directory / "index.html").is_file():
-        return _parse_html((directory / "index.html").read_text("utf-8"), page_url)
+        return parse_html_page((directory / "index.html").read_text("utf-8"), page_url)
     return []
 
 
-def _parse_json(body: bytes, base_url: str) -> list[IndexFile]:
+def parse_json_page(body: bytes, base_url: str) -> list[IndexFile]:
+    """The files of a PEP 691 JSON project page."""
     data = json.loads(body)
     return [
         IndexFile(
@@ -158,7 +159,8 @@ class _AnchorParser(HTMLParser):
             self.anchors.append(dict(attrs))
 
 
-def _parse_html(text: str, base_url: str) -> list[IndexFile]:
+def parse_html_page(text: str, base_url: str) -> list[IndexFile]:
+    """The files of a PEP 503 HTML project page (sha256 from the URL fragment)."""
     parser = _AnchorParser()
     parser.feed(text)
     files = []

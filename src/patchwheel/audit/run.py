@@ -1,0 +1,219 @@
+"""Run an audit: two engine checks, the differential, and the report with its explanations."""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+
+from patchwheel.audit.differential import Differential, compare
+from patchwheel.audit.engine import (
+    CheckRequest,
+    CheckResult,
+    Engine,
+    MypyEngine,
+    Reference,
+)
+from patchwheel.audit.findings import Kind, ProviderError
+from patchwheel.audit.layout import (
+    consumer_modules,
+    declared_pin,
+    project_name,
+    top_level_packages,
+)
+from patchwheel.audit.report import AuditReport, BlindSpot, Coverage, Finding, Tree
+from patchwheel.audit.signatures import changes, describe, relocations
+
+if TYPE_CHECKING:
+    from patchwheel.cache import Cache
+
+
+def run_audit(
+    consumer_root: Path,
+    provider_root: Path,
+    baseline_root: Path,
+    *,
+    consumer_packages: Sequence[str] | None = None,
+    provider_packages: Sequence[str] | None = None,
+    labels: tuple[str, str, str] | None = None,
+    engine: Engine | None = None,
+    progress: Console | None = None,
+) -> AuditReport:
+    """Audit the consumer tree against `provider_root`, relative to `baseline_root`.
+
+    Roots are source trees (an extracted sdist, a checkout, a vendor tree); packages default to
+    what each tree declares. `labels` name the three trees in the report (their pins).
+    `progress` shows a spinner on that console while the engine runs.
+    """
+    engine = engine or MypyEngine()
+    consumer_dirs = top_level_packages(consumer_root, consumer_packages)
+    provider_dirs = top_level_packages(provider_root, provider_packages)
+    names = tuple(d.name for d in provider_dirs)
+    baseline_dirs = top_level_packages(baseline_root, names)
+    modules = consumer_modules(consumer_dirs)
+    requests = [CheckRequest(modules, baseline_dirs), CheckRequest(modules, provider_dirs)]
+    with _status(progress, f"checking {len(modules)} modules against two provider trees"):
+        baseline, new = engine.check(requests)
+    consumer_label, provider_label, baseline_label = labels or (
+        str(consumer_root),
+        str(provider_root),
+        str(baseline_root),
+    )
+    differential = compare(baseline, new, names)
+    return AuditReport(
+        consumer=Tree(consumer_label, str(consumer_root), tuple(d.name for d in consumer_dirs)),
+        provider=Tree(provider_label, str(provider_root), names),
+        baseline=Tree(baseline_label, str(baseline_root), names),
+        engine=f"{engine.name} {engine.version}",
+        findings=_findings(
+            differential, baseline, consumer_root, provider_root, baseline_root, provider_dirs
+        ),
+        blind_spots=_blind_spots(differential, consumer_root),
+        coverage=_coverage(new, len(modules)),
+    )
+
+
+@contextlib.contextmanager
+def _status(console: Console | None, text: str) -> Iterator[None]:
+    if console is None:
+        yield
+        return
+    with console.status(text):
+        yield
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def _source_line(path: Path, line: int) -> str:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return ""
+    return lines[line - 1].strip() if 0 < line <= len(lines) else ""
+
+
+def _baseline_ref(error: ProviderError, baseline: CheckResult) -> Reference | None:
+    """The baseline's resolution of the same consumer site (same text, same position)."""
+    ref = error.reference
+    site = (error.diagnostic.path, error.diagnostic.line, error.diagnostic.column)
+    candidates = [r for r in baseline.references if (r.path, r.line, r.column) == site]
+    if ref is not None:
+        same = [r for r in candidates if r.role == ref.role and r.name == ref.name]
+        if same:
+            return same[0]
+    same = [r for r in candidates if r.symbol == error.symbol]
+    return same[0] if same else None
+
+
+def _findings(
+    differential: Differential,
+    baseline: CheckResult,
+    consumer_root: Path,
+    provider_root: Path,
+    baseline_root: Path,
+    provider_dirs: Sequence[Path],
+) -> list[Finding]:
+    out = []
+    for error in differential.new:
+        old_ref = _baseline_ref(error, baseline)
+        old = describe(old_ref, old_ref.symbol, baseline_root) if old_ref else None
+        new_ref = None if error.kind is Kind.MISSING_MODULE else error.reference
+        new = describe(new_ref, error.symbol, provider_root)
+        hints: tuple[str, ...] = ()
+        if error.kind in (Kind.MISSING_MODULE, Kind.MISSING_NAME) and error.detail:
+            hints = relocations(error.detail.split(", "), provider_dirs, provider_root)
+        d = error.diagnostic
+        out.append(
+            Finding(
+                kind=error.kind,
+                path=_relative(d.path, consumer_root),
+                line=d.line,
+                column=d.column,
+                source=_source_line(d.path, d.line),
+                symbol=error.symbol,
+                detail=error.detail,
+                message=d.message,
+                code=d.code,
+                new=new,
+                old=old,
+                changes=changes(old, new),
+                hints=hints,
+            )
+        )
+    return out
+
+
+def _blind_spots(differential: Differential, consumer_root: Path) -> list[BlindSpot]:
+    return [
+        BlindSpot(
+            kind=p.error.kind,
+            path=_relative(p.error.diagnostic.path, consumer_root),
+            line=p.error.diagnostic.line,
+            source=_source_line(p.error.diagnostic.path, p.error.diagnostic.line),
+            symbol=p.error.symbol,
+            message=p.error.diagnostic.message,
+            baseline_line=p.baseline.line,
+        )
+        for p in differential.persistent
+    ]
+
+
+def _coverage(result: CheckResult, files: int) -> Coverage:
+    roles = Counter(r.role for r in result.references if r.checked)
+    return Coverage(
+        files=files,
+        calls=roles["call"],
+        attributes=roles["attribute"] + roles["module-attribute"],
+        imports=roles["import"],
+        unchecked=sum(1 for r in result.references if not r.checked),
+    )
+
+
+def _tree(pin: str | Path, cache: Cache | None) -> Path:
+    """A pin's source tree; a directory (a Path, or a string naming one) is used as it is."""
+    if isinstance(pin, Path) or Path(pin).is_dir():
+        return Path(pin)
+    from patchwheel.sources import source_tree
+
+    return source_tree(pin, cache)
+
+
+def audit_pins(
+    consumer: str | Path,
+    provider: str | Path,
+    baseline: str | Path | None = None,
+    *,
+    names: tuple[str, str] | None = None,
+    cache: Cache | None = None,
+    engine: Engine | None = None,
+    progress: Console | None = None,
+) -> AuditReport:
+    """Audit by pin (``speculators==0.3.0``, ``vllm==0.16.0``, git or path) or by directory.
+
+    `baseline` defaults to the exact provider version the consumer declares
+    (speculators 0.3.0: ``vllm==0.11.0``). Pins resolve through `cache` (patchwheel's);
+    `names` label the consumer and provider in the report (default: their pins).
+    """
+    consumer_root = _tree(consumer, cache)
+    provider_root = _tree(provider, cache)
+    if baseline is None:
+        name = project_name(provider_root) or top_level_packages(provider_root)[0].name
+        baseline = declared_pin(consumer_root, name)
+    baseline_root = _tree(baseline, cache)
+    return run_audit(
+        consumer_root,
+        provider_root,
+        baseline_root,
+        labels=(*(names or (str(consumer), str(provider))), str(baseline)),
+        engine=engine,
+        progress=progress,
+    )
