@@ -54,25 +54,3 @@ def _register_publish(
 
 
 REGISTRARS.append(_register_publish)
-
-
-def _register_wheelhouse(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``wheelhouse`` (offline wheel folders), ``split`` and ``join``."""
-    from patchwheel.wheelhouse_cli import register
-
-    register(sub)
-
-
-REGISTRARS.append(_register_wheelhouse)
-
-
-def _register_rebase(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> None:
-    """``rebase`` and ``export`` (owned by rebase/cli.py)."""
-    from patchwheel.rebase import cli as rebase_cli
-
-    rebase_cli.register(subparsers)
-
-
-REGISTRARS.append(_register_rebase)
