@@ -73,3 +73,14 @@ def publish(session: nox.Session) -> None:
     """
     _install(session, "publish")
     session.run("patchwheel", "publish", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def wheelhouse(session: nox.Session) -> None:
+    """One offline folder of a target's wheels and their dependency closure, for another machine.
+
+    nox -s wheelhouse -- --target T [--python-version 3.12] [--platform TAG]
+        [--exclude-newer DATE] [--installed FILE] [--split 60MiB] [--dry-run]
+    """
+    _install(session)
+    session.run("patchwheel", "wheelhouse", *session.posargs)

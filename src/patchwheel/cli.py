@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from rich.markup import escape
 from rich.table import Table
 
 from patchwheel import __version__, pipeline, progress
@@ -30,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except PatchwheelError as exc:
-        progress.console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+        progress.console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return exc.exit_status
     except KeyboardInterrupt:
         progress.console.print("[red]interrupted[/]: outputs are unchanged; re-run to continue")

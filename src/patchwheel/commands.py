@@ -54,3 +54,13 @@ def _register_publish(
 
 
 REGISTRARS.append(_register_publish)
+
+
+def _register_wheelhouse(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``wheelhouse`` (offline wheel folders), ``split`` and ``join``."""
+    from patchwheel.wheelhouse_cli import register
+
+    register(sub)
+
+
+REGISTRARS.append(_register_wheelhouse)
