@@ -45,9 +45,17 @@ def audit(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def verify(session: nox.Session) -> None:
+    """Build (or reuse) a target, then extract hidden states with its wheels on CPU."""
+    _install(session, "verify")
+    session.run("patchwheel", "build", *session.posargs)
+    session.run("patchwheel", "verify", *session.posargs)
+
+
+@nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """Run the whole test suite (unit, integration on real git repos, real wheels, real vLLM)."""
-    _install(session, "test")
+    _install(session, "test", "verify")
     args = session.posargs or ["-ra", "--durations=25"]
     session.run("pytest", *args, env={"PYTHONUNBUFFERED": "1", **_ci_env()})
 

@@ -64,3 +64,13 @@ def _register_wheelhouse(sub: argparse._SubParsersAction[argparse.ArgumentParser
 
 
 REGISTRARS.append(_register_wheelhouse)
+
+
+def _register_verify(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``verify`` (owned by verify/cli.py)."""
+    from patchwheel.verify.cli import register
+
+    register(subparsers)
+
+
+REGISTRARS.append(_register_verify)

