@@ -8,6 +8,7 @@ nox -s tests                      the whole test suite (what CI runs)
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import nox
 
@@ -50,6 +51,26 @@ def verify(session: nox.Session) -> None:
     _install(session, "verify")
     session.run("patchwheel", "build", *session.posargs)
     session.run("patchwheel", "verify", *session.posargs)
+
+
+@nox.session(python=False)
+def gpu(session: nox.Session) -> None:
+    """Extraction on a CUDA GPU with the built wheels, checked and timed (on the GPU machine).
+
+    Runs with the machine's own python (PATCHWHEEL_GPU_PYTHON, default python3: the one with
+    its CUDA torch) straight from this checkout, so an air-gapped machine needs nothing else:
+    nox -s gpu -- --target vllm-0.26 --wheelhouse DIR --use-system-torch [--tp 2]
+    """
+    python = os.environ.get("PATCHWHEEL_GPU_PYTHON", "python3")
+    src = str(Path(__file__).resolve().parent / "src")
+    session.run(
+        python,
+        "-m",
+        "patchwheel.verify.gpu",
+        *session.posargs,
+        env={"PYTHONPATH": src},
+        external=True,
+    )
 
 
 @nox.session(python=PYTHON)

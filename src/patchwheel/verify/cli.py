@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from patchwheel.verify.cpu import verify_cpu
 
@@ -24,6 +25,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--timeout", type=float, default=900.0, help="extraction timeout (s)")
     parser.set_defaults(handler=_verify)
 
+    gpu = subparsers.add_parser(
+        "gpu", help="extraction on a CUDA GPU with the built wheels, checked and timed"
+    )
+    from patchwheel.verify.gpu import add_arguments
+
+    add_arguments(gpu)
+    gpu.set_defaults(handler=_gpu)
+
 
 def _verify(args: argparse.Namespace) -> int:
     from patchwheel import cli, progress
@@ -40,3 +49,10 @@ def _verify(args: argparse.Namespace) -> int:
         console=progress.console,
     )
     return 0
+
+
+def _gpu(args: argparse.Namespace) -> int:
+    from patchwheel import progress
+    from patchwheel.verify import gpu
+
+    return gpu.run(gpu.options_from(args, Path(args.root).resolve()), progress.console)

@@ -67,8 +67,11 @@ def make_tokenizer_dir(spec: TinyLlamaSpec, out_dir: Path) -> None:
     tokenizer.save_pretrained(str(out_dir))
 
 
-def make_tiny_llama(spec: TinyLlamaSpec, out_dir: Path) -> Path:
-    """Write a float32 random Llama (config, safetensors, tokenizer) to out_dir and return it."""
+def make_tiny_llama(spec: TinyLlamaSpec, out_dir: Path, *, dtype: str = "float32") -> Path:
+    """Write a random Llama (config, safetensors, tokenizer) to out_dir and return it.
+
+    The weights are drawn in float32 from the spec's seed, then saved in ``dtype``.
+    """
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -89,11 +92,11 @@ def make_tiny_llama(spec: TinyLlamaSpec, out_dir: Path) -> Path:
         bos_token_id=table[BOS],
         eos_token_id=table[EOS],
         pad_token_id=None,
-        dtype="float32",
+        dtype=dtype,
     )
     torch.manual_seed(spec.seed)
     llama: Any = LlamaForCausalLM  # untyped in transformers
-    model = llama(config).to(torch.float32).eval()
+    model = llama(config).to(torch.float32).to(getattr(torch, dtype)).eval()
     model.save_pretrained(str(out_dir), safe_serialization=True)
     make_tokenizer_dir(spec, out_dir)
     (out_dir / "patchwheel-tiny-llama.json").write_text(
