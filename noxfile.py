@@ -113,3 +113,14 @@ def wheelhouse(session: nox.Session) -> None:
     """
     _install(session)
     session.run("patchwheel", "wheelhouse", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def rebase(session: nox.Session) -> None:
+    """Rebase a target's patch series onto new pins (3-way, classified, resumable).
+
+    nox -s rebase -- --target T --onto PIN [--onto PIN …] [--new-target NAME]
+    nox -s rebase -- --target T --continue | --skip | --abort
+    """
+    _install(session)
+    session.run("patchwheel", "rebase", *session.posargs)

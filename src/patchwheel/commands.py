@@ -66,6 +66,18 @@ def _register_wheelhouse(sub: argparse._SubParsersAction[argparse.ArgumentParser
 REGISTRARS.append(_register_wheelhouse)
 
 
+def _register_rebase(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    """``rebase`` and ``export`` (owned by rebase/cli.py)."""
+    from patchwheel.rebase import cli as rebase_cli
+
+    rebase_cli.register(subparsers)
+
+
+REGISTRARS.append(_register_rebase)
+
+
 def _register_verify(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``verify`` (owned by verify/cli.py)."""
     from patchwheel.verify.cli import register

@@ -26,6 +26,7 @@ from patchwheel.patches import DirTree, Offset, Patch, apply_patch
 
 STATE_FILE = "patchwheel-state.json"
 TXN_FILE = "patchwheel-txn.json"
+REBASE_MARKER = "patchwheel-rebase"  # .git/<this>: `patchwheel rebase` stopped in this tree
 UPSTREAM = "upstream"
 PATCHED = "patched"
 COMMITTER = ("patchwheel", "patchwheel@users.noreply.local")
@@ -261,6 +262,11 @@ def _open_ours(vendor_dir: Path) -> git.Repo:
         raise VendorError(f"{vendor_dir} is inside another git repo, not a vendor tree")
     if not (Path(repo.git_dir) / STATE_FILE).is_file():
         raise VendorError(f"{vendor_dir} is a git repo patchwheel did not create; move it away")
+    marker = Path(repo.git_dir) / REBASE_MARKER
+    if marker.is_file():
+        raise VendorError(
+            f"vendor tree {vendor_dir} is in the middle of a rebase: {marker.read_text().strip()}"
+        )
     if repo.is_dirty(untracked_files=True):
         raise VendorError(
             f"vendor tree {vendor_dir} has uncommitted changes. Commit them and export them "
@@ -339,3 +345,27 @@ class _Snapshot:
             repo.git.reset("-q", "--hard", self.head)
         repo.git.clean("-q", "-f", "-d", "-x")
         _write_state(repo, self.state)
+
+
+# --------------------------------------------------------------------------- for rebase/export
+
+
+def import_upstream(repo: git.Repo, upstream: Upstream) -> str:
+    """Import new pinned sources onto branch ``upstream`` (an sdist's parent: the old import)."""
+    return _import_upstream(repo, Path(repo.working_tree_dir or "."), upstream)
+
+
+def read_state(repo: git.Repo) -> dict[str, object]:
+    """The vendor state: ``{upstream, upstream_commit, applied: [[name, sha256, commit]]}``."""
+    return _read_state(repo)
+
+
+def write_state(repo: git.Repo, state: dict[str, object]) -> None:
+    """Record the vendor state (atomically)."""
+    _write_state(repo, state)
+
+
+def patch_commit_env(patch: Patch) -> dict[str, str]:
+    """The git environment of a patch's commit: its author and date, our committer."""
+    date = _git_date(patch.date)
+    return _identity_env((patch.author, patch.email), COMMITTER, date, date)

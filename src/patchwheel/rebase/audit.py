@@ -1,0 +1,113 @@
+"""The API audit after a rebase: new drift at the new pins that no patch answers yet.
+
+For every pair of projects where the consumer declares the provider (speculators declares
+``vllm==…``) and either pin changed, the *patched* consumer (its vendor tree, at the new pins)
+is audited against the provider's new sources, with the provider's old sources as the baseline
+(or, when only the consumer moved, the provider version the consumer declares). What the audit
+reports is drift the move introduced that the series does not answer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import git
+
+from patchwheel import progress, vendor, vendor_git
+from patchwheel.cache import Cache
+from patchwheel.errors import PatchwheelError
+from patchwheel.export import applied_entries
+from patchwheel.lock import LockedPin, read_lock
+from patchwheel.pins import parse_pin
+from patchwheel.rebase.state import RebaseState, backup_dir
+from patchwheel.sources import source_tree_of
+from patchwheel.targets import LOCK_FILE, PinSpec
+
+
+def run_audits(state: RebaseState, cache: Cache) -> dict[str, Any]:
+    """Audit each changed consumer → provider pair; never raises (errors are recorded)."""
+    try:
+        from patchwheel.audit import run_audit
+        from patchwheel.audit.layout import declared_pin
+    except ImportError:  # pragma: no cover - the audit layer ships with patchwheel
+        return {"status": "unavailable", "reason": "The audit layer is not installed."}
+    old_lock = read_lock(backup_dir(state) / LOCK_FILE)
+    new_lock = {str(e["key"]): LockedPin(**e) for e in state.lock}
+    target_dir = Path(state.patches_dir) / state.output
+    pairs: list[dict[str, Any]] = []
+    for consumer in state.projects:
+        for provider in state.projects:
+            if provider is consumer:
+                continue
+            moved = provider.old_identity != provider.new_identity
+            if not (moved or consumer.affected):
+                continue
+            try:
+                declared = declared_pin(consumer.path, provider.name)
+            except PatchwheelError:
+                continue  # the consumer does not depend on this provider
+            old_entry, new_entry = old_lock[provider.name], new_lock[provider.name]
+            pair: dict[str, Any] = {
+                "project": consumer.name,
+                "consumer": f"{consumer.name} (patched, {new_lock[consumer.name].pin})",
+                "provider": new_entry.pin,
+                "baseline": old_entry.pin if moved else declared,
+            }
+            try:
+                provider_root = _tree(new_entry, target_dir, cache)
+                baseline_root = (
+                    _tree(old_entry, target_dir, cache) if moved else _tree_of(declared, cache)
+                )
+                progress.status(
+                    f"audit {pair['consumer']} → {pair['provider']} (baseline {pair['baseline']})"
+                )
+                result = run_audit(
+                    consumer.path,
+                    provider_root,
+                    baseline_root,
+                    labels=(pair["consumer"], pair["provider"], pair["baseline"]),
+                    progress=progress.console,
+                )
+            except Exception as exc:  # the rebase is done; the report says what failed
+                pair["error"] = f"{type(exc).__name__}: {exc}"
+                pairs.append(pair)
+                continue
+            full = result.to_dict()
+            pair["summary"] = result.summary()
+            pair["findings"] = full["findings"]
+            for finding in pair["findings"]:
+                finding["patch"] = line_origin(consumer.path, finding["path"], finding["line"])
+            pairs.append(pair)
+    if not pairs:
+        return {
+            "status": "skipped",
+            "reason": "No project of the target declares another project whose pin changed.",
+        }
+    return {"status": "ran", "pairs": pairs}
+
+
+def line_origin(repo: Path, path: str, line: int) -> str | None:
+    """The patch whose commit wrote ``path:line`` of a vendor tree (None: upstream code)."""
+    proc = vendor_git.run(
+        repo, "blame", "--porcelain", "-L", f"{line},{line}", "HEAD", "--", path, check=False
+    )
+    if proc.returncode != 0 or not proc.stdout:
+        return None
+    commit = proc.stdout.split(maxsplit=1)[0].decode()
+    state = vendor.read_state(git.Repo(repo))
+    for name, _sha, patch_commit in applied_entries(state):
+        if patch_commit == commit:
+            return name
+    return None
+
+
+def _tree(entry: LockedPin, target_dir: Path, cache: Cache) -> Path:
+    spec = PinSpec(entry.key, parse_pin(entry.pin, base_dir=target_dir), "sdist")
+    return source_tree_of(spec, entry, cache).path
+
+
+def _tree_of(pin_text: str, cache: Cache) -> Path:
+    from patchwheel.sources import source_tree
+
+    return source_tree(pin_text, cache)

@@ -1,0 +1,181 @@
+"""The state of a rebase in progress, kept on disk so ``--continue``/``--skip``/``--abort`` work.
+
+``vendor/<target>/.patchwheel-rebase/`` holds ``state.json`` (pins, the new target.toml and
+lock, per project the vendor repo's snapshot and per patch its class) and ``backup/``: the bytes
+of ``patches/<target>/`` before the rebase, which ``--abort`` puts back exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from patchwheel.errors import ConfigError
+
+SCHEMA = 1
+STATE_DIR = ".patchwheel-rebase"
+STATE_FILE = "state.json"
+BACKUP = "backup"
+Phase = Literal["prepare", "replay", "finish"]
+CLASSES = ("clean", "offset", "merged", "conflict", "upstream", "target-gone")
+
+
+@dataclass
+class PatchState:
+    """One patch of a replayed series: where it was, what it became."""
+
+    name: str
+    sha256: str
+    commit: str  # its commit on the old upstream
+    klass: str = ""  # one of CLASSES once replayed
+    reason: str = ""
+    offsets: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)  # files in conflict or gone
+    resolution: str = ""  # "", "by hand", "skipped"
+    new_commit: str = ""  # its commit on the new upstream
+    dropped: bool = False  # the patch leaves the series
+
+
+@dataclass
+class ProjectState:
+    """One project of the target during a rebase."""
+
+    name: str
+    vendor: str  # the vendor repo the rebase works in
+    affected: bool  # its source pin changed: the series is replayed
+    old_identity: str
+    new_identity: str
+    old_upstream: str = ""
+    new_upstream: str = ""
+    snapshot: dict[str, Any] | None = None  # the vendor repo before (in place), to restore
+    created: bool = False  # the vendor repo was made by this rebase (removed on abort)
+    patches: list[PatchState] = field(default_factory=list)
+    position: int = 0  # the next patch to replay
+    base: str = ""  # the commit patches[position] is replayed onto
+    stopped: bool = False
+
+    @property
+    def path(self) -> Path:
+        """The vendor repo."""
+        return Path(self.vendor)
+
+    @property
+    def current(self) -> PatchState | None:
+        """The patch the replay is at (None when done)."""
+        return self.patches[self.position] if self.position < len(self.patches) else None
+
+
+@dataclass
+class RebaseState:
+    """Everything a rebase in progress needs to continue or to be undone."""
+
+    target: str
+    output: str
+    onto: list[str]
+    patches_dir: str
+    vendor_dir: str
+    build_dir: str
+    target_toml: str  # the new target.toml text
+    lock: list[dict[str, Any]]  # the new lock entries, in target order
+    changes: list[dict[str, str]]  # key, old, new, why, old-identity, new-identity
+    warnings: list[str] = field(default_factory=list)
+    projects: list[ProjectState] = field(default_factory=list)
+    phase: Phase = "prepare"
+    started: str = ""
+    seconds: float = 0.0
+    schema: int = SCHEMA
+
+    @property
+    def new_target(self) -> bool:
+        """Whether the result is written as another target."""
+        return self.output != self.target
+
+    @property
+    def home(self) -> Path:
+        """The state directory."""
+        return state_home(Path(self.vendor_dir), self.target)
+
+    def save(self) -> None:
+        """Write state.json atomically."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        path = self.home / STATE_FILE
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=1) + "\n", "utf-8")
+        os.replace(tmp, path)
+
+    def project(self, name: str) -> ProjectState:
+        """The state of one project."""
+        return next(p for p in self.projects if p.name == name)
+
+
+def state_home(vendor_root: Path, target: str) -> Path:
+    """Where the state of a rebase of ``target`` lives."""
+    return vendor_root / target / STATE_DIR
+
+
+def load(vendor_root: Path, target: str) -> RebaseState | None:
+    """The rebase in progress for ``target``, if any."""
+    path = state_home(vendor_root, target) / STATE_FILE
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text("utf-8"))
+    if data.get("schema") != SCHEMA:
+        raise ConfigError(f"{path}: unknown rebase state schema; remove {path.parent} by hand")
+    projects = [
+        ProjectState(**{**p, "patches": [PatchState(**x) for x in p["patches"]]})
+        for p in data.pop("projects")
+    ]
+    return RebaseState(**data, projects=projects)
+
+
+def in_progress(vendor_root: Path) -> list[str]:
+    """The targets with a rebase in progress."""
+    if not vendor_root.is_dir():
+        return []
+    return sorted(p.parent.parent.name for p in vendor_root.glob(f"*/{STATE_DIR}/{STATE_FILE}"))
+
+
+def backup_dir(state: RebaseState) -> Path:
+    """The copy of ``patches/<target>/`` from before the rebase."""
+    return state.home / BACKUP
+
+
+def take_backup(state: RebaseState, target_dir: Path) -> None:
+    """Copy the target directory's bytes aside (before anything changes)."""
+    dest = backup_dir(state)
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(target_dir, dest, symlinks=True)
+
+
+def restore_dir(source: Path, dest: Path) -> None:
+    """Make ``dest`` hold exactly the files of ``source`` (bytes and modes), nothing more."""
+    dest.mkdir(parents=True, exist_ok=True)
+    wanted = {p.relative_to(source) for p in source.rglob("*")}
+    for path in sorted(dest.rglob("*"), reverse=True):
+        rel = path.relative_to(dest)
+        if rel not in wanted:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+    for src in sorted(source.rglob("*")):
+        target = dest / src.relative_to(source)
+        if src.is_dir() and not src.is_symlink():
+            target.mkdir(exist_ok=True)
+        elif not target.is_file() or target.read_bytes() != src.read_bytes():
+            shutil.copy2(src, target)
+        else:
+            shutil.copymode(src, target)
+
+
+def remove(state: RebaseState) -> None:
+    """Forget the rebase (its state and backup)."""
+    shutil.rmtree(state.home, ignore_errors=True)
+    parent = state.home.parent
+    if parent.is_dir() and not any(parent.iterdir()):
+        parent.rmdir()
