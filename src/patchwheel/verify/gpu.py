@@ -95,6 +95,7 @@ class GpuOptions:
     repeats: int = 2
     throughput: bool = True
     baseline_modes: tuple[str, ...] = ("eager", "default")
+    tp_throughput: bool = True
     max_num_batched_tokens: int = 16384
 
 
@@ -405,7 +406,7 @@ def measure_throughput(options: GpuOptions, runtime: Runtime, console: Console) 
     for mode in options.baseline_modes:
         base = out[f"vllm_{mode}"]["tokens_per_s"]
         out[f"ratio_vs_{mode}"] = round(out["extraction"]["tokens_per_s"] / base, 3)
-    if options.tp > 1:
+    if options.tp > 1 and options.tp_throughput:
         settings["tensor_parallel_size"] = options.tp
         out[f"extraction_tp{options.tp}"] = _side(
             options, runtime, "speculators", request, f"extraction-tp{options.tp}", console
@@ -567,6 +568,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="bfloat16", choices=sorted(RTOL))
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--no-throughput", action="store_true")
+    parser.add_argument(
+        "--baselines",
+        default="eager,default",
+        help="vLLM LLM.generate modes to time: eager (same mode as the extraction) and/or "
+        "default (torch.compile + CUDA graphs)",
+    )
+    parser.add_argument(
+        "--no-tp-throughput",
+        action="store_true",
+        help="time extraction at --tp only for correctness",
+    )
     parser.add_argument("--report", type=Path, help="default: build/<target>/verify-gpu.json")
     parser.add_argument("--work-dir", type=Path, help="default: build/.work/<target>/verify-gpu")
 
@@ -593,6 +605,8 @@ def options_from(args: argparse.Namespace, root: Path) -> GpuOptions:
         dtype=args.dtype,
         repeats=args.repeats,
         throughput=not args.no_throughput,
+        baseline_modes=tuple(m for m in args.baselines.split(",") if m),
+        tp_throughput=not args.no_tp_throughput,
     )
 
 
