@@ -11,8 +11,8 @@ same engine settings (dtype, step budget, sequences per step, no prefix caching,
 warmed up with one untimed pass, then timed over --repeats passes. The sides alternate for
 --rounds rounds (so background load hits both alike); each side's best pass counts.
 
-The same file is the venv-side worker (`--worker speculators|vllm REQUEST OUT`), which
-imports only torch/vllm/speculators.
+Each side runs `patchwheel/verify/speed.py` in the venv (the same script `nox -s gpu` times
+with on a GPU), which imports only torch/vllm/speculators.
 """
 
 from __future__ import annotations
@@ -20,71 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
+from patchwheel.verify.speed import __file__ as _speed_file
 
-def _best_rate(run: Any, prompts: list[list[int]], repeats: int) -> dict[str, Any]:
-    tokens = sum(len(p) for p in prompts)
-    run(prompts)  # warm-up, untimed
-    seconds = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        run(prompts)
-        seconds.append(time.perf_counter() - started)
-    return {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / min(seconds)}
-
-
-def worker(side: str, request_path: Path, out_path: Path) -> None:
-    """Measure one side in this (venv) process and write its figures as JSON."""
-    request = json.loads(request_path.read_text(encoding="utf-8"))
-    prompts: list[list[int]] = request["prompts"]
-    settings = request["settings"]
-    started = time.perf_counter()
-    if side == "speculators":
-        from speculators.data_generation.vllm_hidden_states_generator import (
-            VllmHiddenStatesGenerator,
-        )
-
-        generator = VllmHiddenStatesGenerator(
-            request["model_dir"],
-            layer_ids=request["layer_ids"],
-            max_model_len=settings["max_model_len"],
-            gpu_memory_utilization=settings["gpu_memory_utilization"],
-            dtype=settings["dtype"],
-            max_num_batched_tokens=settings["max_num_batched_tokens"],
-        )
-        startup = time.perf_counter() - started
-        figures = _best_rate(generator.generate, prompts, request["repeats"])
-        generator.executor.shutdown()
-        del generator
-    else:
-        from vllm import LLM, SamplingParams
-        from vllm.inputs import TokensPrompt
-
-        llm = LLM(
-            model=request["model_dir"],
-            dtype=settings["dtype"],
-            max_model_len=settings["max_model_len"],
-            max_num_batched_tokens=settings["max_num_batched_tokens"],
-            max_num_seqs=settings["max_num_seqs"],
-            gpu_memory_utilization=settings["gpu_memory_utilization"],
-            enable_prefix_caching=False,
-            enforce_eager=True,
-        )
-        startup = time.perf_counter() - started
-        params = SamplingParams(max_tokens=1, temperature=0.0)
-
-        def prefill(batch: list[list[int]]) -> None:
-            llm.generate(
-                [TokensPrompt(prompt_token_ids=ids) for ids in batch], params, use_tqdm=False
-            )
-
-        figures = _best_rate(prefill, prompts, request["repeats"])
-        del llm
-    figures["startup_s"] = startup
-    out_path.write_text(json.dumps(figures), encoding="utf-8")
+SPEED_SCRIPT = Path(_speed_file)
 
 
 def _run_side(python: Path, side: str, request: Path, out: Path, env: dict[str, str]) -> Any:
@@ -93,7 +34,7 @@ def _run_side(python: Path, side: str, request: Path, out: Path, env: dict[str, 
     log = out.with_suffix(".log")
     with log.open("w", encoding="utf-8") as handle:
         proc = subprocess.run(
-            [str(python), __file__, "--worker", side, str(request), str(out)],
+            [str(python), str(SPEED_SCRIPT), side, str(request), str(out)],
             stdout=handle,
             stderr=subprocess.STDOUT,
             env=env,
@@ -107,7 +48,6 @@ def _run_side(python: Path, side: str, request: Path, out: Path, env: dict[str, 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--worker", nargs=3, metavar=("SIDE", "REQUEST", "OUT"))
     parser.add_argument("--target", default=None, help="target name (default: the default)")
     parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1])
     parser.add_argument("--prompts", type=int, default=64)
@@ -116,10 +56,6 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--max-num-batched-tokens", type=int, default=8192)
     args = parser.parse_args()
-    if args.worker:
-        side, request, out = args.worker
-        worker(side, Path(request), Path(out))
-        return 0
 
     from patchwheel.targets import default_target_name
     from patchwheel.verify.cpu import extraction_env, installable, prepare_venv

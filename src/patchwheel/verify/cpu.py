@@ -174,12 +174,13 @@ def run_extraction(
                 f"(log: {log})\n{tail}"
             )
         raise VerifyError(diagnose(failure, log_text).message(log))
-    return _load_extraction(out_dir, calls, wall, log)
+    return load_extraction(out_dir, calls, wall, log)
 
 
-def _load_extraction(
+def load_extraction(
     out_dir: Path, calls: list[list[list[int]]], wall: float, log: Path
 ) -> Extraction:
+    """What extract.py wrote to out_dir (result.json and hidden_states.safetensors)."""
     from safetensors.torch import load_file
 
     result: dict[str, Any] = json.loads((out_dir / "result.json").read_text(encoding="utf-8"))

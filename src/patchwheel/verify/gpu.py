@@ -40,7 +40,7 @@ from rich.markup import escape
 
 from patchwheel.errors import VerifyError
 from patchwheel.verify.compare import RTOL, TensorCheck, max_error_per_layer
-from patchwheel.verify.cpu import _load_extraction, compare_with_reference
+from patchwheel.verify.cpu import compare_with_reference, load_extraction
 from patchwheel.verify.crash import diagnose, read_failure
 from patchwheel.verify.install import (
     BuiltWheel,
@@ -339,7 +339,7 @@ def check_extraction(
     if proc.returncode != 0:
         tail = "\n".join(log_text.strip().splitlines()[-25:])
         raise VerifyError(f"extraction at tensor parallel {tp} exited {proc.returncode}:\n{tail}")
-    extraction = _load_extraction(out_dir, calls, wall, log)
+    extraction = load_extraction(out_dir, calls, wall, log)
     checks: list[TensorCheck] = compare_with_reference(plan, model_dir, calls, extraction)
     failures = [c for c in checks if not c.ok]
     return {
