@@ -39,7 +39,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="patchwheel", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="patchwheel",
+        description="Fork-and-patch builds of speculators and vLLM: pinned sources, strict patch "
+        "series, labelled wheels in a pip index, an API-drift audit and hidden-state "
+        "verification.",
+    )
     parser.add_argument("--version", action="version", version=f"patchwheel {__version__}")
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="checkout root (default: .)")
     parser.add_argument("--cache", type=Path, default=None, help="cache dir ($PATCHWHEEL_CACHE)")

@@ -564,12 +564,35 @@ def _resolve(
 
 
 def _offer(plan: _Plan, links: Path, extras: dict[NormalizedName, bytes]) -> None:
-    """Fill the resolver's find-links folder: the built wheels and one stub per installed."""
+    """Fill the resolver's find-links folder with metadata-only stand-ins.
+
+    A built wheel is offered as a stub with its own file name and METADATA: the resolver
+    needs nothing else, and uv unpacks every local wheel it is shown into its cache (a
+    300 MB vLLM wheel, once per run, since each run's folder is new). Installed packages
+    get one stub each.
+    """
     for _, path in plan.built.values():
-        (links / path.name).symlink_to(path)
+        _stub_of(links, path)
     for name, version in plan.installed.packages.items():
         if version is not None and name not in plan.dropped:
             _write_stub(links, name, version, extras.get(name))
+
+
+def _stub_of(directory: Path, wheel: Path) -> Path:
+    """A stub of a real wheel: the same file name, METADATA and WHEEL, no payload."""
+    with zipfile.ZipFile(wheel) as zf:
+        dist = next(
+            n.split("/", 1)[0]
+            for n in zf.namelist()
+            if n.endswith(".dist-info/METADATA") and n.count("/") == 1
+        )
+        members = {f"{dist}/{m}": zf.read(f"{dist}/{m}") for m in ("METADATA", "WHEEL")}
+    members[f"{dist}/RECORD"] = b""
+    path = directory / wheel.name
+    with zipfile.ZipFile(path, "w") as out:
+        for member, data in members.items():
+            out.writestr(member, data)
+    return path
 
 
 def _write_stub(
