@@ -143,15 +143,29 @@ def set_metadata_version(metadata: bytes, version: str) -> bytes:
 
 
 class WheelWriter:
-    """A deterministic zip writer that can copy members raw from another archive."""
+    """A deterministic wheel writer that can copy members raw from another archive.
+
+    It keeps the RECORD rows of what it writes; ``finish`` appends RECORD and the central
+    directory.
+    """
 
     def __init__(self, fh: BinaryIO) -> None:
         self._fh = fh
         self._central: list[bytes] = []
         self._names: set[str] = set()
+        self.rows: list[tuple[str, str, str]] = []
 
-    def copy_raw(self, source: BinaryIO, info: zipfile.ZipInfo, name: str | None = None) -> None:
-        """Copy a member's compressed bytes unchanged (optionally under a new name)."""
+    def copy_raw(
+        self,
+        source: BinaryIO,
+        info: zipfile.ZipInfo,
+        record: tuple[str, str],
+        name: str | None = None,
+    ) -> None:
+        """Copy a member's compressed bytes unchanged (optionally under a new name).
+
+        ``record`` is the member's (hash, size) RECORD entry, known without inflating it.
+        """
         source.seek(info.header_offset)
         header = LOCAL_HEADER.unpack(source.read(LOCAL_HEADER.size))
         if header[0] != LOCAL_SIG:
@@ -170,6 +184,7 @@ class WheelWriter:
                 raise BuildError(f"corrupt wheel: {info.filename} is truncated")
             self._fh.write(chunk)
             remaining -= len(chunk)
+        self.rows.append((new_name, *record))
 
     def write(self, name: str, data: bytes, *, date_time: DateTime, mode: int = 0o644) -> None:
         """Add a member, deflated deterministically."""
@@ -185,6 +200,7 @@ class WheelWriter:
         info.extra = b""
         self._begin(name, info, UTF8_FLAG if not name.isascii() else 0)
         self._fh.write(compressed)
+        self.rows.append((name, record_hash(data), str(len(data))))
 
     def _begin(self, name: str, info: zipfile.ZipInfo, flags: int) -> None:
         if name in self._names:
@@ -235,7 +251,14 @@ class WheelWriter:
             + encoded
         )
 
-    def close(self) -> None:
+    def finish(self, dist_info: str, *, date_time: DateTime) -> None:
+        """Write ``<dist_info>/RECORD`` (every member so far, then itself) and close."""
+        name = f"{dist_info}/RECORD"
+        record = render_record([*self.rows, (name, "", "")])
+        self.write(name, record, date_time=date_time)
+        self._close()
+
+    def _close(self) -> None:
         """Write the central directory and end record."""
         start = self._fh.tell()
         for entry in self._central:

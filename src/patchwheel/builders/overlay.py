@@ -13,6 +13,7 @@ import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 from patchwheel.errors import BuildError, PatchError
 from patchwheel.patches import Offset, Patch, apply_patch
@@ -24,7 +25,6 @@ from patchwheel.wheels import (
     parse_wheel_name,
     read_record,
     record_hash,
-    render_record,
     set_metadata_version,
     wheel_filename,
 )
@@ -179,7 +179,6 @@ def build_overlay(
         new_data_dir = new_dist_info.replace(".dist-info", ".data")
         filename = wheel_filename(name.distribution, new_version, name.tag_string)
         record = read_record(zf.read(f"{old_dist_info}/RECORD"))
-        rows: list[tuple[str, str, str]] = []
         tmp = out_dir / f".{filename}.tmp"
         try:
             with tmp.open("wb") as fh:
@@ -196,11 +195,9 @@ def build_overlay(
                             continue
                         mode = tree.modes.get(member, (info.external_attr >> 16) & 0o777 or 0o644)
                         writer.write(member, data, date_time=info.date_time, mode=mode)
-                        rows.append((member, record_hash(data), str(len(data))))
                         result.replaced.append(member)
                     else:
-                        writer.copy_raw(raw, info)
-                        rows.append(_record_row(zf, info, record, member))
+                        writer.copy_raw(raw, info, _record_of(zf, info, record))
                 for member in sorted(set(changes) - members):
                     data = changes[member]
                     if data is None:
@@ -208,7 +205,6 @@ def build_overlay(
                     writer.write(
                         member, data, date_time=date_time, mode=tree.modes.get(member, 0o644)
                     )
-                    rows.append((member, record_hash(data), str(len(data))))
                     result.added.append(member)
                 _write_dist_info(
                     writer,
@@ -216,13 +212,11 @@ def build_overlay(
                     zf,
                     infos,
                     record,
-                    rows,
                     dirs=(old_dist_info, old_data_dir, new_dist_info, new_data_dir),
                     new_version=new_version,
                     provenance=provenance,
                     date_time=date_time,
                 )
-                writer.close()
             final = out_dir / filename
             os.replace(tmp, final)
         finally:
@@ -231,23 +225,23 @@ def build_overlay(
     return result
 
 
-def _record_row(
-    zf: zipfile.ZipFile, info: zipfile.ZipInfo, record: dict[str, tuple[str, str]], new_name: str
-) -> tuple[str, str, str]:
+def _record_of(
+    zf: zipfile.ZipFile, info: zipfile.ZipInfo, record: dict[str, tuple[str, str]]
+) -> tuple[str, str]:
+    """A member's (hash, size): from the upstream RECORD, or computed when it lacks one."""
     entry = record.get(info.filename)
     if entry and entry[0] and entry[1]:
-        return (new_name, entry[0], entry[1])
+        return entry
     data = zf.read(info)
-    return (new_name, record_hash(data), str(len(data)))
+    return (record_hash(data), str(len(data)))
 
 
 def _write_dist_info(
     writer: WheelWriter,
-    raw: object,
+    raw: BinaryIO,
     zf: zipfile.ZipFile,
     infos: list[zipfile.ZipInfo],
     record: dict[str, tuple[str, str]],
-    rows: list[tuple[str, str, str]],
     *,
     dirs: tuple[str, str, str, str],
     new_version: str,
@@ -258,9 +252,7 @@ def _write_dist_info(
     for info in infos:
         top, _, rest = info.filename.partition("/")
         if top == old_data_dir:
-            new_name = f"{new_data_dir}/{rest}"
-            writer.copy_raw(raw, info, new_name)  # type: ignore[arg-type]
-            rows.append(_record_row(zf, info, record, new_name))
+            writer.copy_raw(raw, info, _record_of(zf, info, record), f"{new_data_dir}/{rest}")
     for info in infos:
         top, _, rest = info.filename.partition("/")
         if top != old_dist_info or rest == "RECORD" or rest in SIGNATURE_FILES:
@@ -269,13 +261,7 @@ def _write_dist_info(
         if rest == "METADATA":
             data = set_metadata_version(zf.read(info), new_version)
             writer.write(new_name, data, date_time=info.date_time)
-            rows.append((new_name, record_hash(data), str(len(data))))
         else:
-            writer.copy_raw(raw, info, new_name)  # type: ignore[arg-type]
-            rows.append(_record_row(zf, info, record, new_name))
-    name = f"{new_dist_info}/{PROVENANCE}"
-    writer.write(name, provenance, date_time=date_time)
-    rows.append((name, record_hash(provenance), str(len(provenance))))
-    record_name = f"{new_dist_info}/RECORD"
-    rows.append((record_name, "", ""))
-    writer.write(record_name, render_record(rows), date_time=date_time)
+            writer.copy_raw(raw, info, _record_of(zf, info, record), new_name)
+    writer.write(f"{new_dist_info}/{PROVENANCE}", provenance, date_time=date_time)
+    writer.finish(new_dist_info, date_time=date_time)

@@ -27,8 +27,6 @@ from patchwheel.wheels import (
     compose_version,
     find_dist_info,
     parse_wheel_name,
-    record_hash,
-    render_record,
     set_metadata_version,
     wheel_filename,
 )
@@ -113,26 +111,17 @@ def normalize(
         filename = wheel_filename(name.distribution, new_version, name.tag_string)
         final = out_dir / filename
         tmp = out_dir / f".{filename}.tmp"
-        rows: list[tuple[str, str, str]] = []
         try:
             with tmp.open("wb") as fh:
                 writer = WheelWriter(fh)
                 for info in payload:
                     data = zf.read(info)
                     writer.write(info.filename, data, date_time=date_time, mode=_mode(info))
-                    rows.append((info.filename, record_hash(data), str(len(data))))
                 for rest in _dist_info_order(dist_files):
                     data = metadata if rest == "METADATA" else zf.read(dist_files[rest])
-                    member = f"{new_dist_info}/{rest}"
-                    writer.write(member, data, date_time=date_time)
-                    rows.append((member, record_hash(data), str(len(data))))
-                member = f"{new_dist_info}/{PROVENANCE}"
-                writer.write(member, provenance, date_time=date_time)
-                rows.append((member, record_hash(provenance), str(len(provenance))))
-                record_name = f"{new_dist_info}/RECORD"
-                rows.append((record_name, "", ""))
-                writer.write(record_name, render_record(rows), date_time=date_time)
-                writer.close()
+                    writer.write(f"{new_dist_info}/{rest}", data, date_time=date_time)
+                writer.write(f"{new_dist_info}/{PROVENANCE}", provenance, date_time=date_time)
+                writer.finish(new_dist_info, date_time=date_time)
             os.replace(tmp, final)
         finally:
             tmp.unlink(missing_ok=True)

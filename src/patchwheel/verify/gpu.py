@@ -38,6 +38,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from patchwheel.cache import sha256_file
 from patchwheel.errors import VerifyError
 from patchwheel.verify.compare import RTOL, TensorCheck, max_error_per_layer
 from patchwheel.verify.cpu import compare_with_reference, load_extraction
@@ -46,7 +47,6 @@ from patchwheel.verify.install import (
     BuiltWheel,
     check_installed_files,
     read_manifest,
-    sha256_file,
 )
 from patchwheel.verify.model import TinyLlamaSpec, make_tiny_llama
 from patchwheel.verify.plan import VerifyPlan, write_request

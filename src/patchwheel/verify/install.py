@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from patchwheel.cache import sha256_file
 from patchwheel.errors import VerifyError
 
 TORCH_REQUIREMENT = "torch==2.13.0+cpu"
@@ -64,15 +65,6 @@ class InstalledWheel:
     wheel: BuiltWheel
     archive_sha256: str
     files_checked: int
-
-
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file, read in chunks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def read_manifest(target_build_dir: Path) -> list[BuiltWheel]:
