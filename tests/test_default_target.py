@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -73,11 +74,48 @@ def test_pip_installs_the_patched_wheels_from_the_index(
     series = read_series(support.REPO_ROOT / "patches" / default_build.target / "speculators")
     assert series, "the default target's speculators series is empty"
     assert versions["speculators"].startswith("0.3.0+pw")
-    for patch in series:
-        text = patch.data.decode()
-        for path in patch.paths():
-            if not path.startswith("src/speculators/") or not path.endswith(".py"):
-                continue
-            installed = (site / path.removeprefix("src/")).read_text()
-            for line in added_lines(text, path):
-                assert line in installed, f"{patch.name}: {path} lacks {line!r}"
+    # Every file the series touches is installed exactly as the series leaves it (the vendor
+    # tree: upstream + every patch), and differs from upstream.
+    vendor = default_build.root / "vendor" / default_build.target / "speculators"
+    touched = sorted({p for patch in series for p in patch.paths()})
+    checked = 0
+    for path in touched:
+        if not path.startswith("src/speculators/"):
+            continue
+        installed = (site / path.removeprefix("src/")).read_bytes()
+        assert installed == (vendor / path).read_bytes(), f"{path} is not the patched file"
+        upstream = subprocess.run(
+            ["git", "-C", str(vendor), "show", f"upstream:{path}"],
+            capture_output=True,
+            check=False,
+        ).stdout
+        assert installed != upstream, f"{path} is installed unpatched"
+        checked += 1
+    assert checked >= 3
+    # The last patch's own added lines are there too (nothing after it rewrote them).
+    last = series[-1]
+    for path in last.paths():
+        if path.startswith("src/speculators/") and path.endswith(".py"):
+            text = (site / path.removeprefix("src/")).read_text()
+            for line in added_lines(last.data.decode(), path):
+                assert line in text, f"{last.name}: {path} lacks {line!r}"
+
+
+def test_a_second_clean_build_gives_byte_identical_wheels(
+    default_build: DefaultBuild, tmp_path: Path
+) -> None:
+    # Fresh checkout, vendor trees and build cache; only the downloads are shared.
+    root = tmp_path / "again"
+    (root / "patches").parent.mkdir(parents=True)
+    import shutil
+
+    shutil.copytree(support.REPO_ROOT / "patches", root / "patches")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "blobs").symlink_to(default_build.cache / "blobs")
+    result = support.patchwheel(root, "build", "--no-audit", cache=cache)
+    assert result.returncode == 0, result.stderr
+    assert "built" in result.stderr
+    first = {w["filename"]: w["sha256"] for w in default_build.manifest()["wheels"]}
+    again = json.loads((root / "build" / default_build.target / "manifest.json").read_text())
+    assert {w["filename"]: w["sha256"] for w in again["wheels"]} == first
