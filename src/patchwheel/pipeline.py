@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from packaging.utils import parse_sdist_filename
 
-from patchwheel import __version__, index, outputs, progress, vendor
+from patchwheel import __version__, gitsrc, index, outputs, progress, vendor
 from patchwheel.builders import overlay, source
 from patchwheel.cache import Cache, sha256_bytes, sha256_file
 from patchwheel.errors import BuildError, PatchError
@@ -26,7 +26,7 @@ from patchwheel.lock import LockedPin, locked_pins
 from patchwheel.patches import Patch, missing_fields, read_series
 from patchwheel.pins import GitPin
 from patchwheel.sources import archive_epoch, artifact_path, source_tree_of
-from patchwheel.targets import Project, Target, load_target
+from patchwheel.targets import PinSpec, Project, Target, load_target
 from patchwheel.wheels import compose_version, epoch_date_time, parse_wheel_name
 
 BUILD_FORMAT = 1
@@ -223,21 +223,7 @@ def _prepare_vendor_trees(
     trees: dict[str, Path] = {}
     series = {u.project.name: u.patches for u in units}
     for project in target.projects:
-        entry = lock[project.source.key]
-        tree = source_tree_of(project.source, entry, cache)
-        pin = project.source.pin
-        git_dir = None
-        if isinstance(pin, GitPin):
-            from patchwheel import gitsrc
-
-            git_dir = gitsrc.mirror(pin, entry.commit or "", cache).git_dir
-        upstream = vendor.Upstream(
-            identity=entry.identity,
-            description=f"{pin.text} ({entry.kind} {entry.identity[:12]})",
-            epoch=tree.epoch,
-            tree=None if git_dir else tree.path,
-            git_dir=str(git_dir) if git_dir else None,
-        )
+        upstream = upstream_of(project.source, lock[project.source.key], cache)
         vendor_dir = paths.vendor / target.name / project.name
         try:
             result = vendor.prepare(vendor_dir, upstream, series[project.name])
@@ -255,6 +241,21 @@ def _prepare_vendor_trees(
             )
         trees[project.name] = vendor_dir
     return trees
+
+
+def upstream_of(spec: PinSpec, entry: LockedPin, cache: Cache) -> vendor.Upstream:
+    """What a vendor tree's ``upstream`` branch holds for a locked source pin."""
+    tree = source_tree_of(spec, entry, cache)
+    git_dir = None
+    if isinstance(spec.pin, GitPin):
+        git_dir = str(gitsrc.mirror(spec.pin, entry.commit or "", cache).git_dir)
+    return vendor.Upstream(
+        identity=entry.identity,
+        description=f"{spec.pin.text} ({entry.kind} {entry.identity[:12]})",
+        epoch=tree.epoch,
+        tree=None if git_dir else tree.path,
+        git_dir=git_dir,
+    )
 
 
 def _build_unit(

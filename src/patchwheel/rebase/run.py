@@ -36,7 +36,7 @@ from patchwheel.errors import ConfigError, VendorError
 from patchwheel.export import applied_entries, check_and_record, write_bytes, write_series_dir
 from patchwheel.lock import LockedPin, locked_pins, resolve, write_lock
 from patchwheel.patches import Patch, parse_patch, read_series, series_names
-from patchwheel.pins import GitPin
+from patchwheel.pipeline import upstream_of
 from patchwheel.rebase import onto as onto_mod
 from patchwheel.rebase import replay, report
 from patchwheel.rebase.state import (
@@ -49,7 +49,6 @@ from patchwheel.rebase.state import (
     restore_dir,
     take_backup,
 )
-from patchwheel.sources import source_tree_of
 from patchwheel.targets import LOCK_FILE, TARGET_FILE, PinSpec, Target, load_target
 
 Status = Literal["done", "stopped", "unchanged", "aborted"]
@@ -281,29 +280,12 @@ def _new_state(
     )
 
 
-def _upstream(spec: PinSpec, entry: LockedPin, cache: Cache) -> vendor.Upstream:
-    """The vendor ``upstream`` of a locked source pin (as the build makes it)."""
-    tree = source_tree_of(spec, entry, cache)
-    git_dir = None
-    if isinstance(spec.pin, GitPin):
-        from patchwheel import gitsrc
-
-        git_dir = str(gitsrc.mirror(spec.pin, entry.commit or "", cache).git_dir)
-    return vendor.Upstream(
-        identity=entry.identity,
-        description=f"{spec.pin.text} ({entry.kind} {entry.identity[:12]})",
-        epoch=tree.epoch,
-        tree=None if git_dir else tree.path,
-        git_dir=git_dir,
-    )
-
-
 def _old_upstream(dest: Path, spec: PinSpec, entry: LockedPin, cache: Cache) -> vendor.Upstream:
     """The old pin's upstream; without extracting it when the vendor repo already holds it."""
     state_file = vendor_git.git_dir(dest) / vendor.STATE_FILE
     if state_file.is_file() and vendor.read_state(git.Repo(dest)).get("upstream") == entry.identity:
         return vendor.Upstream(entry.identity, spec.pin.text, epoch=0)  # nothing to import
-    return _upstream(spec, entry, cache)
+    return upstream_of(spec, entry, cache)
 
 
 def _prepare(
@@ -349,7 +331,7 @@ def _prepare(
         head = vendor_git.rev(dest, "HEAD") or ""
         vendor_git.run(dest, "update-ref", OLD_HEAD_REF, head)
         new_spec = by_key[key].new
-        upstream = _upstream(new_spec, new_entry, cache)
+        upstream = upstream_of(new_spec, new_entry, cache)
         progress.status(f"vendor {state.output}/{project.name}: import {upstream.description}")
         record.new_upstream = vendor.import_upstream(repo, upstream)
         vendor_git.set_branch(dest, vendor.PATCHED, record.new_upstream)
