@@ -169,7 +169,7 @@ def build_target(
             return BuildReport(target.name, True, [], existing, time.monotonic() - start)
         trees = _prepare_vendor_trees(target, lock, units, paths, cache)
         audit_result = audit(target, trees) if audit else None
-        results = [_build_unit(unit, trees, cache, lock) for unit in units]
+        results = [_build_unit(unit, trees, cache) for unit in units]
         manifest = _manifest(target, key, units, results, audit_result)
         _publish(paths.build, target.name, key, results, manifest)
     _refresh_union_index(paths.build)
@@ -258,9 +258,7 @@ def upstream_of(spec: PinSpec, entry: LockedPin, cache: Cache) -> vendor.Upstrea
     )
 
 
-def _build_unit(
-    unit: Unit, trees: dict[str, Path], cache: Cache, lock: dict[str, LockedPin]
-) -> Output:
+def _build_unit(unit: Unit, trees: dict[str, Path], cache: Cache) -> Output:
     if not unit.patches and _has_artifact(unit):
         return _copy_upstream(unit, cache)
     cached = _cached_wheel(cache, unit)
@@ -271,16 +269,12 @@ def _build_unit(
         if unit.variant is None:
             output = _source_build(unit, trees[unit.project.name], staging)
         else:
-            output = _overlay_build(unit, staging, cache, lock)
+            output = _overlay_build(unit, staging, cache)
         return _store_wheel(cache, unit, output)
 
 
 def _copy_upstream(unit: Unit, cache: Cache) -> Output:
-    spec = (
-        unit.project.source
-        if unit.variant is None
-        else next(v.spec for v in unit.project.variants if v.name == unit.variant)
-    )
+    spec = _spec_of(unit)
     entry = unit.entries[spec.key]
     path = artifact_path(spec, entry, cache)
     assert entry.sha256 is not None and entry.filename is not None
@@ -294,8 +288,14 @@ def _copy_upstream(unit: Unit, cache: Cache) -> Output:
 
 def _has_artifact(unit: Unit) -> bool:
     """Whether the unit's upstream is a file that can be served as is (not a git tree)."""
-    key = unit.project.source.key if unit.variant is None else f"{unit.name}"
-    return unit.entries[key].kind in ("sdist", "wheel")
+    return unit.entries[_spec_of(unit).key].kind in ("sdist", "wheel")
+
+
+def _spec_of(unit: Unit) -> PinSpec:
+    """The pin whose artifact the unit starts from: the source, or the variant's wheel."""
+    if unit.variant is None:
+        return unit.project.source
+    return next(v.spec for v in unit.project.variants if v.name == unit.variant)
 
 
 def _provenance(unit: Unit) -> bytes:
@@ -347,12 +347,10 @@ def _vendor_epoch(vendor_dir: Path) -> int:
     return int(git.Repo(vendor_dir).commit(vendor.UPSTREAM).committed_date)
 
 
-def _overlay_build(
-    unit: Unit, staging: Path, cache: Cache, lock: dict[str, LockedPin]
-) -> tuple[Path, dict[str, Any]]:
-    variant = next(v for v in unit.project.variants if v.name == unit.variant)
-    entry = lock[variant.spec.key]
-    wheel = artifact_path(variant.spec, entry, cache)
+def _overlay_build(unit: Unit, staging: Path, cache: Cache) -> tuple[Path, dict[str, Any]]:
+    spec = _spec_of(unit)
+    entry = unit.entries[spec.key]
+    wheel = artifact_path(spec, entry, cache)
     assert entry.filename is not None
     upstream = parse_wheel_name(entry.filename)
     version = compose_version(upstream.version, unit.label)
