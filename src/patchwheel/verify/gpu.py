@@ -38,7 +38,6 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from patchwheel.cache import sha256_file
 from patchwheel.errors import VerifyError
 from patchwheel.verify.compare import RTOL, TensorCheck, max_error_per_layer
 from patchwheel.verify.cpu import compare_with_reference, load_extraction
@@ -47,6 +46,7 @@ from patchwheel.verify.install import (
     BuiltWheel,
     check_installed_files,
     read_manifest,
+    select_wheels,
 )
 from patchwheel.verify.model import TinyLlamaSpec, make_tiny_llama
 from patchwheel.verify.plan import VerifyPlan, write_request
@@ -199,27 +199,13 @@ def _driver_version() -> str | None:
 
 def gpu_wheels(manifest_dir: Path, wheelhouse: Path | None) -> list[BuiltWheel]:
     """The built speculators and vllm (CUDA) wheels, found and sha256-checked."""
-    manifest = manifest_dir / "manifest.json"
-    chosen = []
-    for distribution in GPU_DISTRIBUTIONS:
-        found = [w for w in read_manifest(manifest_dir) if w.distribution == distribution]
-        if len(found) != 1:
-            raise VerifyError(
-                f"{manifest} lists {len(found)} {distribution} wheels, expected one: does the "
-                "target build the cuda variant?"
-            )
-        wheel = found[0]
-        if wheelhouse is not None:
-            wheel = BuiltWheel(**{**wheel.__dict__, "path": wheelhouse / wheel.filename})
-        if not wheel.path.is_file():
-            raise VerifyError(f"{wheel.path} (the built {wheel.filename}) is missing")
-        actual = sha256_file(wheel.path)
-        if actual != wheel.sha256:
-            raise VerifyError(
-                f"{wheel.path} has sha256 {actual}, but {manifest} records {wheel.sha256}"
-            )
-        chosen.append(wheel)
-    return chosen
+    return select_wheels(
+        read_manifest(manifest_dir),
+        GPU_DISTRIBUTIONS,
+        manifest_dir / "manifest.json",
+        variant="cuda",
+        directory=wheelhouse,
+    )
 
 
 def prepare_runtime(options: GpuOptions, wheels: list[BuiltWheel], console: Console) -> Runtime:

