@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from patchwheel.audit import MypyEngine, run_audit
-from patchwheel.cache import Cache
-from patchwheel.sources import source_tree
+from patchwheel.upstream.cache import Cache
+from patchwheel.upstream.sources import source_tree
 
 CONSUMER = "speculators==0.3.0"
 BASELINE = "vllm==0.11.0"

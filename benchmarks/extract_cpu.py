@@ -57,7 +57,7 @@ def main() -> int:
     parser.add_argument("--max-num-batched-tokens", type=int, default=8192)
     args = parser.parse_args()
 
-    from patchwheel.targets import default_target_name
+    from patchwheel.config.targets import default_target_name
     from patchwheel.verify.cpu import extraction_env, installable, prepare_venv
     from patchwheel.verify.install import Venv, cpu_wheels, read_manifest
     from patchwheel.verify.model import make_tiny_llama, prompt_texts, tokenize_prompts

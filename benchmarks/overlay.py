@@ -19,10 +19,10 @@ import time
 import zipfile
 from pathlib import Path
 
-from patchwheel.builders.overlay import build_overlay
-from patchwheel.cache import Cache
-from patchwheel.fetch import fetch_index_file
-from patchwheel.patches import parse_patch
+from patchwheel.patching.patches import parse_patch
+from patchwheel.upstream.cache import Cache
+from patchwheel.upstream.fetch import fetch_index_file
+from patchwheel.wheels.overlay import build_overlay
 
 WHEEL = "vllm-0.32.0-cp38-abi3-manylinux_2_28_x86_64.whl"
 SHA256 = "5e2ecdc5b0baf72921c288486417ca82778456a448e4fe60b62ee43c0dfc8611"

@@ -24,13 +24,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from patchwheel import vendor
-from patchwheel.cache import Cache
-from patchwheel.export import export_project
-from patchwheel.lock import lock_target
+from patchwheel.config.lock import lock_target
+from patchwheel.config.targets import load_target
+from patchwheel.patching import vendor
+from patchwheel.patching.export import export_project
 from patchwheel.rebase import Layout, skip, start
-from patchwheel.sources import source_tree
-from patchwheel.targets import load_target
+from patchwheel.upstream.cache import Cache
+from patchwheel.upstream.sources import source_tree
 
 MESSAGE = """bench: tag {path}
 
@@ -114,7 +114,7 @@ def main() -> int:
             epoch=0,
             tree=old_tree,
         )
-        from patchwheel.sources import archive_epoch, artifact_path
+        from patchwheel.upstream.sources import archive_epoch, artifact_path
 
         upstream = vendor.Upstream(
             upstream.identity,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from patchwheel.cache import Cache
+from patchwheel.upstream.cache import Cache
 
 from . import support
 
@@ -126,7 +126,7 @@ class DefaultBuild:
 @pytest.fixture(scope="session")
 def default_build(tmp_path_factory: pytest.TempPathFactory, shared_cache_dir: Path) -> DefaultBuild:
     """``patchwheel build`` of the default target (real PyPI artifacts, real patches)."""
-    from patchwheel.targets import default_target_name
+    from patchwheel.config.targets import default_target_name
 
     root = tmp_path_factory.mktemp("default-build")
     copy_tree(support.REPO_ROOT / "patches", root / "patches")

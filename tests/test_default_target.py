@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from patchwheel.patches import read_series
-from patchwheel.wheels import verify_record
+from patchwheel.patching.patches import read_series
+from patchwheel.wheels.record import verify_record
 
 from . import support
 from .conftest import DefaultBuild

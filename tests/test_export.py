@@ -130,7 +130,7 @@ def test_refusals(built: tuple[Checkout, list[str]]) -> None:
 
 
 def test_patch_file_names_follow_git() -> None:
-    from patchwheel.export import patch_file_name, series_text
+    from patchwheel.patching.export import patch_file_name, series_text
 
     assert (
         patch_file_name(1, "data_generation: stop passing kv_cache_specs to get_kv_cache_config")

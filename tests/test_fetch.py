@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from patchwheel.cache import Cache
 from patchwheel.errors import FetchError, HashMismatchError
-from patchwheel.fetch import fetch_url
+from patchwheel.upstream.cache import Cache
+from patchwheel.upstream.fetch import fetch_url
 
 from . import support
 from .conftest import Checkout

@@ -20,8 +20,8 @@ from urllib.parse import unquote, urldefrag, urljoin
 import pytest
 
 from patchwheel.errors import BuildError
-from patchwheel.index import JSON_TYPE, Artifact, write_index
-from patchwheel.serve import IndexServer, negotiate
+from patchwheel.index.serve import IndexServer, negotiate
+from patchwheel.index.static import JSON_TYPE, Artifact, write_index
 
 from . import support
 from .conftest import DefaultBuild

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from patchwheel.builders.overlay import build_overlay
-from patchwheel.cache import Cache
+from patchwheel.config.lock import locked_pins
+from patchwheel.config.targets import load_target
 from patchwheel.errors import BuildError, PatchError
-from patchwheel.lock import locked_pins
-from patchwheel.patches import parse_patch
-from patchwheel.sources import artifact_path
-from patchwheel.targets import load_target
-from patchwheel.wheels import verify_record
+from patchwheel.patching.patches import parse_patch
+from patchwheel.upstream.cache import Cache
+from patchwheel.upstream.sources import artifact_path
+from patchwheel.wheels.overlay import build_overlay
+from patchwheel.wheels.record import verify_record
 
 from . import support
 from .conftest import Checkout

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from patchwheel.errors import ConfigError, PatchError
-from patchwheel.patches import DirTree, apply_patch, parse_patch, read_series
+from patchwheel.patching.patches import DirTree, apply_patch, parse_patch, read_series
 
 from . import support
 

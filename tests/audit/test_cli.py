@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from patchwheel.audit.cli import add_audit_parser, main_audit
+from patchwheel.cli.audit import add_audit_parser, main_audit
 
 from ._sample import CONSUMER, PROVIDER, write_tree
 

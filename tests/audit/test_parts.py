@@ -8,12 +8,7 @@ import pytest
 
 from patchwheel.audit.engine import Param, neutral_text
 from patchwheel.audit.findings import normalize
-from patchwheel.audit.layout import (
-    consumer_modules,
-    declared_pin,
-    project_name,
-    top_level_packages,
-)
+from patchwheel.audit.layout import consumer_modules, declared_pin, project_name, top_level_packages
 from patchwheel.audit.signatures import ProviderSide, Signature, changes
 from patchwheel.errors import AuditError
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from patchwheel.audit import AuditReport, Kind, MypyEngine, run_audit
-from patchwheel.cache import Cache
-from patchwheel.patches import DirTree, apply_patch, read_series
-from patchwheel.sources import source_tree
+from patchwheel.patching.patches import DirTree, apply_patch, read_series
+from patchwheel.upstream.cache import Cache
+from patchwheel.upstream.sources import source_tree
 
 pytestmark = pytest.mark.network
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from patchwheel.errors import VerifyError
-from patchwheel.verify import gpu, speed
+from patchwheel.verify import speed
+from patchwheel.verify.gpu import session as gpu
 from tests import support
 
 

@@ -137,7 +137,7 @@ class Engine(Protocol):
 
 def default_cache_dir() -> Path:
     """Where the audit keeps its engine caches: ``audit/`` in patchwheel's cache."""
-    from patchwheel.cache import default_root
+    from patchwheel.upstream.cache import default_root
 
     return default_root() / "audit"
 

@@ -11,25 +11,14 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from patchwheel.audit.differential import Differential, compare
-from patchwheel.audit.engine import (
-    CheckRequest,
-    CheckResult,
-    Engine,
-    MypyEngine,
-    Reference,
-)
+from patchwheel.audit.engine import CheckRequest, CheckResult, Engine, MypyEngine, Reference
 from patchwheel.audit.findings import Kind, ProviderError
-from patchwheel.audit.layout import (
-    consumer_modules,
-    declared_pin,
-    project_name,
-    top_level_packages,
-)
+from patchwheel.audit.layout import consumer_modules, declared_pin, project_name, top_level_packages
 from patchwheel.audit.report import AuditReport, BlindSpot, Coverage, Finding, Tree
 from patchwheel.audit.signatures import changes, describe, relocations
 
 if TYPE_CHECKING:
-    from patchwheel.cache import Cache
+    from patchwheel.upstream.cache import Cache
 
 
 def run_audit(
@@ -182,7 +171,7 @@ def _tree(pin: str | Path, cache: Cache | None) -> Path:
     """A pin's source tree; a directory (a Path, or a string naming one) is used as it is."""
     if isinstance(pin, Path) or Path(pin).is_dir():
         return Path(pin)
-    from patchwheel.sources import source_tree
+    from patchwheel.upstream.sources import source_tree
 
     return source_tree(pin, cache)
 

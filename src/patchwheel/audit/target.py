@@ -19,7 +19,7 @@ from patchwheel.audit.run import audit_pins
 from patchwheel.errors import AuditError, BuildError
 
 if TYPE_CHECKING:
-    from patchwheel.cache import Cache
+    from patchwheel.upstream.cache import Cache
 
 CONSUMER = "speculators"
 PROVIDER = "vllm"

@@ -14,15 +14,16 @@ from typing import Any
 
 import git
 
-from patchwheel import progress, vendor, vendor_git
-from patchwheel.cache import Cache
+from patchwheel import console
+from patchwheel.config.lock import LockedPin, read_lock
+from patchwheel.config.pins import parse_pin
+from patchwheel.config.targets import LOCK_FILE, PinSpec
 from patchwheel.errors import PatchwheelError
-from patchwheel.export import applied_entries
-from patchwheel.lock import LockedPin, read_lock
-from patchwheel.pins import parse_pin
+from patchwheel.patching import vendor, vendor_git
+from patchwheel.patching.export import applied_entries
 from patchwheel.rebase.state import RebaseState, backup_dir
-from patchwheel.sources import source_tree_of
-from patchwheel.targets import LOCK_FILE, PinSpec
+from patchwheel.upstream.cache import Cache
+from patchwheel.upstream.sources import source_tree_of
 
 
 def run_audits(state: RebaseState, cache: Cache) -> dict[str, Any]:
@@ -59,7 +60,7 @@ def run_audits(state: RebaseState, cache: Cache) -> dict[str, Any]:
                 baseline_root = (
                     _tree(old_entry, target_dir, cache) if moved else _tree_of(declared, cache)
                 )
-                progress.status(
+                console.status(
                     f"audit {pair['consumer']} → {pair['provider']} (baseline {pair['baseline']})"
                 )
                 result = run_audit(
@@ -67,7 +68,7 @@ def run_audits(state: RebaseState, cache: Cache) -> dict[str, Any]:
                     provider_root,
                     baseline_root,
                     labels=(pair["consumer"], pair["provider"], pair["baseline"]),
-                    progress=progress.console,
+                    progress=console.stderr,
                 )
             except Exception as exc:  # the rebase is done; the report says what failed
                 pair["error"] = f"{type(exc).__name__}: {exc}"
@@ -108,6 +109,6 @@ def _tree(entry: LockedPin, target_dir: Path, cache: Cache) -> Path:
 
 
 def _tree_of(pin_text: str, cache: Cache) -> Path:
-    from patchwheel.sources import source_tree
+    from patchwheel.upstream.sources import source_tree
 
     return source_tree(pin_text, cache)

@@ -25,9 +25,9 @@ import tomli_w
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from patchwheel.config.pins import IndexPin, PathPin, Pin, UrlPin, parse_pin
+from patchwheel.config.targets import PinSpec, Project, Target, Variant
 from patchwheel.errors import ConfigError
-from patchwheel.pins import IndexPin, PathPin, Pin, UrlPin, parse_pin
-from patchwheel.targets import PinSpec, Project, Target, Variant
 
 _TABLE = re.compile(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$")
 _ASSIGN = re.compile(r"^(\s*)([A-Za-z0-9_-]+)(\s*=\s*)(.*)$")

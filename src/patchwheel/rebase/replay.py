@@ -17,9 +17,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchwheel import progress, vendor, vendor_git
+from patchwheel import console
 from patchwheel.errors import PatchError, VendorError
-from patchwheel.patches import (
+from patchwheel.patching import vendor, vendor_git
+from patchwheel.patching.patches import (
     DEV_NULL,
     DirTree,
     Offset,
@@ -101,9 +102,9 @@ def replay_project(
         if conflicts is not None:
             project.stopped = True
             save()
-            progress.status(f"{project.name} {number} {record.name}: [red]{record.klass}[/]")
+            console.status(f"{project.name} {number} {record.name}: [red]{record.klass}[/]")
             return Stop(project.name, repo, record, patch.subject, conflicts)
-        progress.status(f"{project.name} {number} {record.name}: {_describe(record)}")
+        console.status(f"{project.name} {number} {record.name}: {_describe(record)}")
         advance(project)
         save()
     return None

@@ -15,7 +15,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from patchwheel.patches import Patch
+from patchwheel.patching.patches import Patch
 from patchwheel.rebase.state import CLASSES, PatchState, RebaseState
 
 SCHEMA = "patchwheel.rebase/1"
@@ -27,7 +27,7 @@ _CHANGE_VERSION = re.compile(r"\(([0-9][0-9A-Za-z.+!-]*)\)\s*$")
 
 def project_versions(state: RebaseState) -> dict[str, Version | None]:
     """The version each project's new source pin names (None for git/URL pins)."""
-    from patchwheel.pins import IndexPin, parse_pin
+    from patchwheel.config.pins import IndexPin, parse_pin
 
     out: dict[str, Version | None] = {}
     for entry in state.lock:

@@ -30,13 +30,20 @@ from typing import Any, Literal
 
 import git
 
-from patchwheel import outputs, progress, vendor, vendor_git
-from patchwheel.cache import Cache, sha256_bytes
+from patchwheel import console
+from patchwheel.building.run import upstream_of
+from patchwheel.config.lock import LockedPin, locked_pins, resolve, write_lock
+from patchwheel.config.targets import LOCK_FILE, TARGET_FILE, PinSpec, Target, load_target
 from patchwheel.errors import ConfigError, VendorError
-from patchwheel.export import applied_entries, check_and_record, write_bytes, write_series_dir
-from patchwheel.lock import LockedPin, locked_pins, resolve, write_lock
-from patchwheel.patches import Patch, parse_patch, read_series, series_names
-from patchwheel.pipeline import upstream_of
+from patchwheel.index import outputs
+from patchwheel.patching import vendor, vendor_git
+from patchwheel.patching.export import (
+    applied_entries,
+    check_and_record,
+    write_bytes,
+    write_series_dir,
+)
+from patchwheel.patching.patches import Patch, parse_patch, read_series, series_names
 from patchwheel.rebase import onto as onto_mod
 from patchwheel.rebase import replay, report
 from patchwheel.rebase.state import (
@@ -49,7 +56,7 @@ from patchwheel.rebase.state import (
     restore_dir,
     take_backup,
 )
-from patchwheel.targets import LOCK_FILE, TARGET_FILE, PinSpec, Target, load_target
+from patchwheel.upstream.cache import Cache, sha256_bytes
 
 Status = Literal["done", "stopped", "unchanged", "aborted"]
 REPORT_MD = "rebase.md"
@@ -110,7 +117,7 @@ def start(
         )
         if not changes:
             reasons = [f"{s.key} is already pinned to {s.pin.text!r}" for s in target.pin_specs]
-            progress.status(
+            console.status(
                 f"[green]nothing to rebase[/]: the --onto pins are the pins of {target_name} "
                 "already; no file written"
             )
@@ -121,7 +128,7 @@ def start(
                 report=report.unchanged_report(target_name, onto, reasons),
             )
         for warning in warnings:
-            progress.status(f"[yellow]warning:[/] {warning}")
+            console.status(f"[yellow]warning:[/] {warning}")
         resolved = _resolve(changes, cache)
         state = _new_state(layout, target, lock, changes, resolved, onto, output, warnings)
         take_backup(state, target.root)
@@ -129,7 +136,7 @@ def start(
         try:
             _prepare(state, target, lock, changes, resolved, cache)
         except BaseException:
-            progress.status("[red]rebase failed while preparing[/]: restoring everything")
+            console.status("[red]rebase failed while preparing[/]: restoring everything")
             _undo(state)
             raise
         state.phase = "replay"
@@ -157,7 +164,7 @@ def resume(
                 record = project.current
                 assert record is not None
                 replay.resolve_current(project, _loader(state, project)(record.name))
-                progress.status(f"{project.name} {record.name}: {record.resolution}")
+                console.status(f"{project.name} {record.name}: {record.resolution}")
                 state.save()
         return _run(state, cache, audit, began)
 
@@ -176,7 +183,7 @@ def skip(
         record = project.current
         assert record is not None
         replay.skip_current(project)
-        progress.status(f"{project.name} {record.name}: [yellow]skipped[/] (dropped)")
+        console.status(f"{project.name} {record.name}: [yellow]skipped[/] (dropped)")
         state.save()
         return _run(state, cache, audit, began)
 
@@ -187,7 +194,7 @@ def abort(layout: Layout, target_name: str | None) -> Outcome:
     with _locked(layout, state.target, state.output):
         _recover(state)
         _undo(state)
-    progress.status(f"[green]rebase of {state.target} aborted[/]: everything is as before")
+    console.status(f"[green]rebase of {state.target} aborted[/]: everything is as before")
     return Outcome("aborted", state.target, state.output)
 
 
@@ -231,7 +238,7 @@ def _check_new_target(layout: Layout, target: Target, name: str) -> None:
 def _resolve(changes: Sequence[onto_mod.PinChange], cache: Cache) -> dict[str, LockedPin]:
     resolved = {}
     for change in changes:
-        progress.status(f"resolve {change.key}: {change.new.pin.text}")
+        console.status(f"resolve {change.key}: {change.new.pin.text}")
         resolved[change.key] = resolve(change.new, cache)
     return resolved
 
@@ -315,7 +322,7 @@ def _prepare(
         _take_vendor(record, vendor_root / target.name / project.name, state.new_target)
         state.save()
         series = read_series(project.series_dir)
-        progress.status(
+        console.status(
             f"vendor {state.output}/{project.name}: prepare at {project.source.pin.text}"
         )
         vendor.prepare(dest, _old_upstream(dest, project.source, old_entry, cache), series)
@@ -332,7 +339,7 @@ def _prepare(
         vendor_git.run(dest, "update-ref", OLD_HEAD_REF, head)
         new_spec = by_key[key].new
         upstream = upstream_of(new_spec, new_entry, cache)
-        progress.status(f"vendor {state.output}/{project.name}: import {upstream.description}")
+        console.status(f"vendor {state.output}/{project.name}: import {upstream.description}")
         record.new_upstream = vendor.import_upstream(repo, upstream)
         vendor_git.set_branch(dest, vendor.PATCHED, record.new_upstream)
         record.base = record.new_upstream
@@ -441,7 +448,7 @@ def _finish(state: RebaseState, cache: Cache, audit: AuditRunner | None, began: 
     text = report.markdown(data)
     files = _publish_report(layout.build, state.output, data, text)
     _cleanup(state)
-    progress.status(
+    console.status(
         f"[green]rebased[/] {state.target} onto {' '.join(state.onto)} → {target_dir} "
         f"({state.seconds:.1f} s)"
     )
@@ -485,7 +492,7 @@ def _rewrite(
 def _verify(project: ProjectState, files: dict[str, bytes]) -> None:
     """Apply the rewritten series strictly to the new upstream, as the next build will."""
     survivors = [r for r in project.patches if not r.dropped]
-    progress.status(
+    console.status(
         f"vendor {project.name}: apply the rewritten series ({len(survivors)} patches) strictly"
     )
     check_and_record(

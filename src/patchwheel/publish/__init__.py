@@ -1,0 +1,3 @@
+"""Uploads of a built target to a package repository (twine), checked against the repository's own
+index.
+"""

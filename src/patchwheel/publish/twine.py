@@ -1,0 +1,477 @@
+"""Publish a built target's files to a package repository with twine, safely and repeatably.
+
+What is published: the files of ``build/<target>/manifest.json`` (``wheels``): the patched
+wheels and the unpatched upstream copies, so the internal index serves the whole set
+(``only_patched`` keeps the patched ones). Before anything is uploaded, the repository's Simple
+API is read: a file already there with the same sha256 is skipped; a different file under the
+same name is refused (a published name is immutable; a changed build must carry a new local
+label). With ``require_verified``, a file is uploaded only if its sha256 is listed by a passing
+verification report of the target (``verify-cpu.json``, ``verify-gpu.json``).
+
+Credentials come from ``TWINE_USERNAME``/``TWINE_PASSWORD`` or keyring, as twine reads them;
+they are never taken on the command line, and every line shown is scrubbed of them. The
+target's build lock is held throughout, so a concurrent build cannot replace the files being
+uploaded. The outcome is written to ``build/<target>/publish.json``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from rich.markup import escape
+
+from patchwheel import console
+from patchwheel.errors import PublishError
+from patchwheel.index import outputs
+from patchwheel.publish.remote import Credentials, RemoteIndex
+from patchwheel.upstream.cache import sha256_file
+
+REPORT_NAME = "publish.json"
+VERIFY_REPORTS = {"verify-cpu.json": "nox -s verify", "verify-gpu.json": "nox -s gpu"}
+TWINE_TIMEOUT_S = 3600
+
+Status = Literal["uploaded", "skipped", "refused", "unverified", "failed", "would-upload"]
+_HTTP_ERROR = re.compile(r"HTTPError: (\d{3})\b([^\n]*)")
+_URL_USERINFO = re.compile(r"(//[^/@\s:]*):[^/@\s]*@")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A file of the target's manifest that may be published."""
+
+    filename: str
+    path: Path
+    sha256: str
+    distribution: str
+    patched: bool
+    size: int
+
+
+@dataclass
+class Outcome:
+    """What happened to one file."""
+
+    filename: str
+    sha256: str
+    status: Status
+    detail: str = ""
+    seconds: float | None = None
+
+
+@dataclass
+class PublishReport:
+    """What a publish run did, file by file."""
+
+    target: str
+    repository_url: str
+    index_url: str
+    dry_run: bool
+    require_verified: bool
+    outcomes: list[Outcome] = field(default_factory=list)
+    verification: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def count(self, status: Status) -> int:
+        """How many files ended with ``status``."""
+        return sum(1 for o in self.outcomes if o.status == status)
+
+    @property
+    def ok(self) -> bool:
+        """Whether every file is on the repository (or would be, in a dry run)."""
+        return all(o.status in ("uploaded", "skipped", "would-upload") for o in self.outcomes)
+
+    def summary(self) -> str:
+        """One line: the count of each outcome that occurred."""
+        order: tuple[Status, ...] = (
+            "uploaded",
+            "would-upload",
+            "skipped",
+            "refused",
+            "unverified",
+            "failed",
+        )
+        parts = [f"{self.count(s)} {s}" for s in order if self.count(s) or s == "uploaded"]
+        return ", ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        """The machine-readable report (``build/<target>/publish.json``)."""
+        data = asdict(self)
+        data["summary"] = {s: self.count(s) for s in {o.status for o in self.outcomes}}
+        data["ok"] = self.ok
+        return data
+
+
+class Scrubber:
+    """Removes secrets (and any ``user:password@`` in URLs) from text before it is shown."""
+
+    def __init__(self, secrets: list[str]) -> None:
+        self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, "****")
+        return _URL_USERINFO.sub(r"\1:****@", text)
+
+
+def credentials_from_environment(repository_url: str) -> Credentials | None:
+    """The credentials twine will use: ``TWINE_USERNAME``/``TWINE_PASSWORD``, else keyring."""
+    username = os.environ.get("TWINE_USERNAME") or None
+    password = os.environ.get("TWINE_PASSWORD") or None
+    if username and password:
+        return Credentials(username, password)
+    keyring = _keyring()
+    if keyring is None:
+        return None
+    try:
+        if username:
+            stored = keyring.get_password(repository_url, username)
+            return Credentials(username, stored) if stored else None
+        credential = keyring.get_credential(repository_url, None)
+    except Exception:  # any keyring backend failure means: no stored credentials
+        return None
+    if credential is None or not credential.username or not credential.password:
+        return None
+    return Credentials(str(credential.username), str(credential.password))
+
+
+def _keyring() -> Any:
+    if importlib.util.find_spec("keyring") is None:
+        return None
+    return importlib.import_module("keyring")
+
+
+def check_repository_url(url: str) -> None:
+    """Refuse a repository URL that is not http(s) or that carries credentials."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PublishError(f"--repository-url {url!r} is not an http(s) URL")
+    if parts.username is not None or parts.password is not None:
+        shown = Scrubber([])(url)
+        raise PublishError(
+            f"--repository-url {shown} carries credentials: never put them on the command "
+            "line; set TWINE_USERNAME and TWINE_PASSWORD in the environment, or store them "
+            "with keyring"
+        )
+
+
+def candidates(target_dir: Path, *, only_patched: bool = False) -> list[Candidate]:
+    """The files the target's manifest lists (``build/<target>/wheels``), checked on disk."""
+    manifest_path = target_dir / "manifest.json"
+    if not manifest_path.is_file():
+        raise PublishError(
+            f"{manifest_path} does not exist: build the target first "
+            f"(nox -s build -- --target {target_dir.name})"
+        )
+    manifest = json.loads(manifest_path.read_text("utf-8"))
+    found: list[Candidate] = []
+    for wheel in manifest.get("wheels", []):
+        if only_patched and not wheel.get("patched"):
+            continue
+        path = target_dir / "wheels" / wheel["filename"]
+        if not path.is_file():
+            raise PublishError(f"{path} is listed in {manifest_path} but missing: rebuild")
+        found.append(
+            Candidate(
+                filename=wheel["filename"],
+                path=path,
+                sha256=wheel["sha256"],
+                distribution=wheel["distribution"],
+                patched=bool(wheel.get("patched")),
+                size=path.stat().st_size,
+            )
+        )
+    return found
+
+
+def verified_sha256s(target_dir: Path) -> tuple[set[str], dict[str, str]]:
+    """The sha256s listed by the target's passing verification reports, and each report's state.
+
+    The contract (verify-cpu.json as the verify layer writes it; verify-gpu.json alike): a JSON
+    object with ``"target"`` (this target), ``"status": "passed"`` (anything else is not a
+    pass; ``"passed": true`` is accepted too) and ``"packages"`` (or ``"wheels"``): a list of
+    ``{"filename", "sha256", …}``, the sha256s being those of the target's files it installed.
+    """
+    verified: set[str] = set()
+    states: dict[str, str] = {}
+    for name, session in VERIFY_REPORTS.items():
+        path = target_dir / name
+        if not path.is_file():
+            states[name] = f"missing (run {session} -- --target {target_dir.name})"
+            continue
+        try:
+            data = json.loads(path.read_text("utf-8"))
+        except (OSError, ValueError) as exc:
+            states[name] = f"unreadable ({exc})"
+            continue
+        problem = _report_problem(data, target_dir.name)
+        if problem:
+            states[name] = problem
+            continue
+        sha256s = _listed_sha256s(data)
+        verified |= sha256s
+        states[name] = f"passed ({len(sha256s)} file(s))"
+    return verified, states
+
+
+def _report_problem(data: object, target: str) -> str | None:
+    if not isinstance(data, dict):
+        return "unreadable (not a JSON object)"
+    if data.get("target") != target:
+        return f"not a report of {target} (target: {data.get('target')!r})"
+    if data.get("status") != "passed" and data.get("passed") is not True:
+        return f"not passed (status: {data.get('status', data.get('passed'))!r})"
+    if not _listed_sha256s(data):
+        return "unreadable (no 'packages' list with sha256s)"
+    return None
+
+
+def _listed_sha256s(data: dict[str, Any]) -> set[str]:
+    found: set[str] = set()
+    for key in ("packages", "wheels"):
+        items = data.get(key)
+        if isinstance(items, list):
+            found |= {
+                item["sha256"]
+                for item in items
+                if isinstance(item, dict) and isinstance(item.get("sha256"), str)
+            }
+    return found
+
+
+def publish_target(
+    target: str,
+    build_dir: Path,
+    repository_url: str,
+    *,
+    index_url: str | None = None,
+    require_verified: bool = False,
+    only_patched: bool = False,
+    dry_run: bool = False,
+) -> PublishReport:
+    """Upload what ``build/<target>`` holds and the repository lacks; report each file.
+
+    Raises PublishError for what stops the whole run: no build, the repository unreachable,
+    credentials missing or refused. Refused, unverified and failed files are reported.
+    """
+    start = time.monotonic()
+    check_repository_url(repository_url)
+    credentials = credentials_from_environment(repository_url)
+    scrub = Scrubber([credentials.password] if credentials else [])
+    if not dry_run:
+        _check_twine()
+        if credentials is None:
+            raise _no_credentials(repository_url)
+    target_dir = build_dir / target
+    if not target_dir.is_symlink() and not target_dir.is_dir():
+        raise PublishError(
+            f"{target_dir} does not exist: build the target first (nox -s build -- --target "
+            f"{target})"
+        )
+    with outputs.locked(build_dir, target):
+        files = candidates(target_dir, only_patched=only_patched)
+        remote = RemoteIndex.for_repository(repository_url, credentials, index_url)
+        report = PublishReport(target, repository_url, remote.index_url, dry_run, require_verified)
+        verified: set[str] | None = None
+        if require_verified:
+            verified, report.verification = verified_sha256s(target_dir)
+            for name, state in report.verification.items():
+                console.status(escape(f"verification report {name}: {state}"))
+        console.status(
+            escape(
+                f"publishing {len(files)} file(s) of {target} to {repository_url} "
+                f"(index {remote.index_url})"
+            )
+        )
+        try:
+            for number, candidate in enumerate(files, 1):
+                outcome = _publish_one(candidate, remote, repository_url, verified, scrub, dry_run)
+                report.outcomes.append(outcome)
+                _show(number, len(files), outcome)
+        finally:
+            report.seconds = time.monotonic() - start
+            if not dry_run:
+                outputs.write_json(target_dir / REPORT_NAME, report.to_json())
+    return report
+
+
+def _publish_one(
+    candidate: Candidate,
+    remote: RemoteIndex,
+    repository_url: str,
+    verified: set[str] | None,
+    scrub: Scrubber,
+    dry_run: bool,
+) -> Outcome:
+    name, digest = candidate.filename, candidate.sha256
+    actual = sha256_file(candidate.path)
+    if actual != digest:
+        return Outcome(
+            name,
+            digest,
+            "failed",
+            f"{candidate.path} changed since the build (sha256 {actual}, manifest {digest}); "
+            "rebuild the target",
+        )
+    if verified is not None and digest not in verified:
+        return Outcome(
+            name, digest, "unverified", "no passing verification report lists its sha256"
+        )
+    existing = remote.files(candidate.distribution).get(name)
+    if existing is not None:
+        return _compare(candidate, existing.sha256, repository_url)
+    if dry_run:
+        return Outcome(name, digest, "would-upload", console.human_bytes(candidate.size))
+    return _upload(candidate, remote, repository_url, scrub)
+
+
+def _compare(candidate: Candidate, remote_sha256: str | None, repository_url: str) -> Outcome:
+    name, digest = candidate.filename, candidate.sha256
+    if remote_sha256 == digest:
+        return Outcome(name, digest, "skipped", "already on the repository (same sha256)")
+    stated = f"sha256 {remote_sha256}" if remote_sha256 else "no sha256 stated"
+    return Outcome(
+        name,
+        digest,
+        "refused",
+        f"{repository_url} already has a different file named {name} ({stated}; ours: "
+        f"sha256 {digest}). A published name never changes its bytes: rebuild so the wheel "
+        "gets a new local label (change a patch, pin or build setting), or remove the "
+        "repository's file by hand if nobody installed it",
+    )
+
+
+def _upload(
+    candidate: Candidate, remote: RemoteIndex, repository_url: str, scrub: Scrubber
+) -> Outcome:
+    name, digest = candidate.filename, candidate.sha256
+    start = time.monotonic()
+    with _activity(f"uploading {escape(name)} ({console.human_bytes(candidate.size)}) …"):
+        returncode, output = _twine_upload(candidate.path, repository_url, scrub)
+    seconds = time.monotonic() - start
+    if returncode == 0:
+        listed = remote.files(candidate.distribution).get(name)
+        if listed is not None and listed.sha256 not in (None, digest):
+            return Outcome(
+                name,
+                digest,
+                "failed",
+                f"uploaded, but the repository now lists sha256 {listed.sha256}",
+                seconds,
+            )
+        note = "" if listed is not None else " (the index does not list it yet)"
+        return Outcome(name, digest, "uploaded", f"in {seconds:.1f} s{note}", seconds)
+    http = _HTTP_ERROR.search(output)
+    code = int(http.group(1)) if http else None
+    reason = http.group(2).split(" from ")[0].strip() if http else ""
+    if code in (401, 403):
+        raise PublishError(
+            f"{repository_url} refused the credentials (HTTP {code} {reason}) while uploading "
+            f"{name}: check TWINE_USERNAME and TWINE_PASSWORD, or the keyring entry for "
+            f"{repository_url}. Nothing after {name} was uploaded"
+        )
+    if "Credential not found" in output or "NonInteractive" in output:
+        raise _no_credentials(repository_url)
+    if code in (400, 409):  # perhaps uploaded meanwhile by someone else
+        existing = remote.files(candidate.distribution).get(name)
+        if existing is not None:
+            return _compare(candidate, existing.sha256, repository_url)
+    if code is None:
+        raise PublishError(
+            f"twine could not upload {name} to {repository_url}: {_tail(output)}. "
+            f"Nothing after {name} was uploaded"
+        )
+    return Outcome(name, digest, "failed", f"twine: {_tail(output)}", seconds)
+
+
+@contextmanager
+def _activity(message: str) -> Iterator[None]:
+    """A spinner on a terminal, one line in a log, while twine runs."""
+    if console.is_interactive():
+        with console.stderr.status(message):
+            yield
+    else:
+        console.status(message)
+        yield
+
+
+def _no_credentials(repository_url: str) -> PublishError:
+    return PublishError(
+        f"no credentials for {repository_url}: set TWINE_USERNAME and TWINE_PASSWORD in the "
+        f"environment, or store them with keyring (keyring set {repository_url} USER). "
+        "patchwheel never takes them on the command line"
+    )
+
+
+def _check_twine() -> None:
+    if importlib.util.find_spec("twine") is None:
+        raise PublishError(
+            "twine is not installed in this environment: install patchwheel's publish extra "
+            "or twine itself (nox -s publish does)"
+        )
+
+
+def _twine_upload(path: Path, repository_url: str, scrub: Scrubber) -> tuple[int, str]:
+    """Run ``twine upload`` for one file; return its status and scrubbed output."""
+    command = [
+        sys.executable,
+        "-m",
+        "twine",
+        "upload",
+        "--non-interactive",
+        "--disable-progress-bar",
+        "--repository-url",
+        repository_url,
+        str(path),
+    ]
+    env = {**os.environ, "NO_COLOR": "1", "TERM": "dumb", "PYTHONUNBUFFERED": "1"}
+    try:
+        result = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=TWINE_TIMEOUT_S,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise PublishError(
+            f"twine did not finish uploading {path.name} within {TWINE_TIMEOUT_S} s"
+        ) from exc
+    return result.returncode, scrub(result.stdout + result.stderr)
+
+
+def _tail(output: str, lines: int = 4) -> str:
+    kept = [line.strip() for line in output.strip().splitlines() if line.strip()]
+    return " | ".join(kept[-lines:]) or "no output"
+
+
+STYLES: dict[Status, str] = {
+    "uploaded": "green",
+    "would-upload": "cyan",
+    "skipped": "dim",
+    "refused": "red",
+    "unverified": "yellow",
+    "failed": "red",
+}
+
+
+def _show(number: int, total: int, outcome: Outcome) -> None:
+    style = STYLES[outcome.status]
+    console.status(
+        f"\\[{number}/{total}] [{style}]{outcome.status}[/] "
+        f"{escape(outcome.filename)}: {escape(outcome.detail)}"
+    )

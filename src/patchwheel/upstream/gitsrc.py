@@ -1,0 +1,131 @@
+"""Git sources: bare mirrors in the cache (GitPython), rev → commit resolution, moved-tag checks."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import git
+
+from patchwheel import console
+from patchwheel.config.pins import COMMIT_RE, GitPin
+from patchwheel.errors import FetchError, LockError
+from patchwheel.upstream.cache import Cache, sha256_bytes
+
+# Only plain transports: no `ext::` command execution from a URL in a target file.
+SAFE_ENV = {"GIT_ALLOW_PROTOCOL": "file:git:http:https:ssh", "GIT_TERMINAL_PROMPT": "0"}
+
+
+def mirror_key(url: str) -> str:
+    """The cache key of a repository URL."""
+    return sha256_bytes(url.encode())[:24]
+
+
+def _git_env() -> dict[str, str]:
+    return {**os.environ, **SAFE_ENV}
+
+
+def ls_remote(pin: GitPin) -> str:
+    """Resolve the pin's rev on the remote to a commit (tags peeled), without cloning."""
+    if pin.is_commit:
+        return pin.rev
+    try:
+        out = git.Git().execute(
+            ["git", "ls-remote", "--", pin.url, pin.rev, f"{pin.rev}^{{}}"],
+            env=_git_env(),
+        )
+    except git.GitCommandError as exc:
+        raise FetchError(f"pin {pin.text!r}: cannot read {pin.url}: {exc.stderr.strip()}") from exc
+    refs: dict[str, str] = {}
+    for line in str(out).splitlines():
+        sha, _, ref = line.partition("\t")
+        refs[ref] = sha
+    for ref in (f"refs/tags/{pin.rev}^{{}}", f"refs/tags/{pin.rev}", f"refs/heads/{pin.rev}"):
+        if ref in refs:
+            return refs[ref]
+    peeled = [sha for ref, sha in refs.items() if ref.endswith("^{}")]
+    if peeled:
+        return peeled[0]
+    if refs:
+        return next(iter(refs.values()))
+    raise FetchError(f"pin {pin.text!r}: {pin.url} has no tag or branch {pin.rev!r}")
+
+
+def mirror(pin: GitPin, commit: str, cache: Cache) -> git.Repo:
+    """A bare mirror of the pin's repository that contains ``commit``.
+
+    A mirror already holding the commit is used as is: no network request. Otherwise the
+    repository is fetched and, for a tag or branch, the rev must still point at ``commit``.
+    """
+    if not COMMIT_RE.match(commit):
+        raise LockError(f"pin {pin.text!r}: lock records {commit!r}, not a 40-hex commit")
+    path = cache.git_path(mirror_key(pin.url))
+    repo = _open_or_init(path)
+    if _has_commit(repo, commit):
+        return repo
+    console.status(f"git fetch {pin.url}")
+    try:
+        repo.git.execute(
+            [
+                "git",
+                "fetch",
+                "--quiet",
+                "--force",
+                "--tags",
+                "--",
+                pin.url,
+                "+refs/heads/*:refs/heads/*",
+                "+refs/tags/*:refs/tags/*",
+            ],
+            env=_git_env(),
+        )
+    except git.GitCommandError as exc:
+        raise FetchError(f"pin {pin.text!r}: git fetch failed: {exc.stderr.strip()}") from exc
+    if not pin.is_commit:
+        current = resolve_in(repo, pin.rev)
+        if current != commit:
+            raise LockError(
+                f"pin {pin.text!r}: {pin.rev!r} now points to {current}, but the lock records "
+                f"{commit}; the tag or branch moved. Re-lock on purpose with "
+                "`nox -s lock -- --update NAME` if the new commit is trusted"
+            )
+    if not _has_commit(repo, commit):
+        raise FetchError(f"pin {pin.text!r}: commit {commit} is not in {pin.url}")
+    return repo
+
+
+def resolve_in(repo: git.Repo, rev: str) -> str:
+    """Resolve a rev inside a local repository to its commit id."""
+    for candidate in (f"refs/tags/{rev}", f"refs/heads/{rev}", rev):
+        try:
+            return str(repo.git.rev_parse("--verify", "--quiet", f"{candidate}^{{commit}}"))
+        except git.GitCommandError:
+            continue
+    raise FetchError(f"revision {rev!r} not found in {repo.git_dir}")
+
+
+def commit_time(repo: git.Repo, commit: str) -> int:
+    """The committer timestamp of a commit (the pin's date, for reproducible builds)."""
+    return int(repo.commit(commit).committed_date)
+
+
+def _has_commit(repo: git.Repo, commit: str) -> bool:
+    try:
+        repo.git.cat_file("-e", f"{commit}^{{commit}}")
+    except git.GitCommandError:
+        return False
+    return True
+
+
+def _open_or_init(path: Path) -> git.Repo:
+    if (path / "HEAD").is_file():
+        return git.Repo(path)
+    tmp = path.with_name(path.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    repo = git.Repo.init(tmp, bare=True)
+    with repo.config_writer() as cfg:
+        cfg.set_value("gc", "auto", "0")
+    os.replace(tmp, path)
+    return git.Repo(path)

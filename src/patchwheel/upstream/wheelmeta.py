@@ -1,0 +1,116 @@
+"""The METADATA of a wheel on an index, without downloading the wheel.
+
+First the PEP 658 file (``<wheel URL>.metadata``); where the index has none, HTTP range reads
+of the wheel's zip directory and of the one member (a few requests, a few hundred kB at most,
+where a CUDA wheel weighs hundreds of MB). A server that ignores ranges gets the whole file.
+"""
+
+from __future__ import annotations
+
+import io
+import urllib.error
+import urllib.request
+import zipfile
+from urllib.parse import unquote, urlsplit
+
+from patchwheel.errors import FetchError
+from patchwheel.upstream.simple_api import TIMEOUT_S, USER_AGENT
+
+TAIL = 256 * 1024
+
+
+class RangeUnsupportedError(Exception):
+    """The server answered a range request with the whole file."""
+
+
+def remote_metadata(url: str, size: int | None, *, what: str) -> bytes:
+    """The ``*.dist-info/METADATA`` of the wheel at ``url`` (``size`` bytes, if known)."""
+    if urlsplit(url).scheme == "file":
+        return _member(zipfile.ZipFile(unquote(urlsplit(url).path)), what)
+    try:
+        return _get(url + ".metadata", None)
+    except urllib.error.HTTPError as exc:
+        if exc.code != 404:
+            raise FetchError(f"{what}: {url}.metadata answered HTTP {exc.code}") from exc
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        raise FetchError(f"{what}: {url}.metadata: {exc}") from exc
+    try:
+        remote = _RangeFile(url, size or _length(url))
+        return _member(zipfile.ZipFile(remote), what)
+    except RangeUnsupportedError:
+        return _member(zipfile.ZipFile(io.BytesIO(_get(url, None))), what)
+    except (urllib.error.URLError, TimeoutError, OSError, zipfile.BadZipFile) as exc:
+        raise FetchError(f"{what}: could not read the metadata of {url}: {exc}") from exc
+
+
+def _member(zf: zipfile.ZipFile, what: str) -> bytes:
+    with zf:
+        names = [
+            n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")
+        ]
+        if len(names) != 1:
+            raise FetchError(f"{what}: the wheel has {len(names)} *.dist-info/METADATA files")
+        return zf.read(names[0])
+
+
+def _get(url: str, byte_range: tuple[int, int] | None) -> bytes:
+    headers = {"User-Agent": USER_AGENT}
+    if byte_range is not None:
+        headers["Range"] = f"bytes={byte_range[0]}-{byte_range[1]}"
+    request = urllib.request.Request(url, headers=headers)
+    with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+        if byte_range is not None and response.status != 206:
+            raise RangeUnsupportedError(url)
+        data: bytes = response.read()
+        return data
+
+
+def _length(url: str) -> int:
+    request = urllib.request.Request(url, method="HEAD", headers={"User-Agent": USER_AGENT})
+    with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+        return int(response.headers["Content-Length"])
+
+
+class _RangeFile(io.RawIOBase):
+    """A read-only, seekable view of a remote file; the tail is fetched once, the rest on demand."""
+
+    def __init__(self, url: str, size: int) -> None:
+        super().__init__()
+        self.url = url
+        self.size = size
+        self.pos = 0
+        start = max(0, size - TAIL)
+        self.blocks: list[tuple[int, bytes]] = [(start, _get(url, (start, size - 1)))]
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
+        self.pos = max(0, base + offset)
+        return self.pos
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        count = min(len(buffer), self.size - self.pos)
+        if count <= 0:
+            return 0
+        data = self._read(self.pos, count)
+        buffer[: len(data)] = data
+        self.pos += len(data)
+        return len(data)
+
+    def _read(self, start: int, count: int) -> bytes:
+        for block_start, block in self.blocks:
+            if block_start <= start and start + count <= block_start + len(block):
+                return block[start - block_start : start - block_start + count]
+        want = max(count, 64 * 1024)
+        end = min(self.size, start + want) - 1
+        data = _get(self.url, (start, end))
+        self.blocks.append((start, data))
+        return data[:count]
