@@ -28,9 +28,10 @@ from patchwheel.config.lock import lock_target
 from patchwheel.config.targets import load_target
 from patchwheel.patching import vendor
 from patchwheel.patching.export import export_project
-from patchwheel.rebase import Layout, skip, start
+from patchwheel.rebase import skip, start
 from patchwheel.upstream.cache import Cache
 from patchwheel.upstream.sources import source_tree
+from patchwheel.workspace import Workspace
 
 MESSAGE = """bench: tag {path}
 
@@ -94,8 +95,8 @@ def main() -> int:
     new_tree = source_tree(f"vllm=={args.new}", cache)
     with tempfile.TemporaryDirectory(prefix="rebase-bench-") as tmp:
         root = Path(tmp)
-        layout = Layout(root / "patches", root / "vendor", root / "build")
-        target_dir = layout.patches / "bench"
+        workspace = Workspace.at(root)
+        target_dir = workspace.patches / "bench"
         target_dir.mkdir(parents=True)
         (target_dir / "target.toml").write_text(
             f'description = "rebase benchmark"\ndefault = true\n\n'
@@ -103,11 +104,11 @@ def main() -> int:
         )
         (target_dir / "vllm").mkdir()
         (target_dir / "vllm" / "series").write_text("# benchmark series\n")
-        target = load_target(layout.patches, "bench")
+        target = load_target(workspace.patches, "bench")
         lock = lock_target(target, cache)
 
         t0 = time.perf_counter()
-        vendor_dir = layout.vendor / "bench" / "vllm"
+        vendor_dir = workspace.vendor / "bench" / "vllm"
         upstream = vendor.Upstream(
             identity=lock["vllm"].identity,
             description=f"vllm=={args.old} (sdist {lock['vllm'].identity[:12]})",
@@ -130,15 +131,15 @@ def main() -> int:
             lines[line - 1] = lines[line - 1].rstrip("\n") + f"  # patchwheel bench {number}\n"
             path.write_text("".join(lines), "utf-8")
             git(vendor_dir, "commit", "-q", "-a", "-m", MESSAGE.format(path=rel))
-        exported = export_project(layout.patches, layout.vendor, layout.build, "bench", "vllm")
+        exported = export_project(workspace, "bench", "vllm")
         setup = time.perf_counter() - t0
 
         t1 = time.perf_counter()
-        outcome = start(layout, cache, "bench", [f"vllm=={args.new}"], audit=None)
+        outcome = start(workspace, cache, "bench", [f"vllm=={args.new}"], audit=None)
         skipped = 0
         while outcome.status == "stopped":
             skipped += 1
-            outcome = skip(layout, cache, "bench", audit=None)
+            outcome = skip(workspace, cache, "bench", audit=None)
         seconds = time.perf_counter() - t1
 
         classes = Counter(row["class"] for p in outcome.report["projects"] for row in p["patches"])

@@ -32,23 +32,10 @@ from patchwheel.upstream.sources import archive_epoch, artifact_path, source_tre
 from patchwheel.wheels import overlay, source
 from patchwheel.wheels.names import compose_version, parse_wheel_name
 from patchwheel.wheels.writer import epoch_date_time
+from patchwheel.workspace import INDEX_NAME, Workspace
 
 BUILD_FORMAT = 1
 Action = Literal["built", "cached", "copied"]
-
-
-@dataclass(frozen=True)
-class Paths:
-    """Where a run reads and writes."""
-
-    patches: Path
-    vendor: Path
-    build: Path
-
-    @classmethod
-    def at(cls, root: Path) -> Paths:
-        """The standard layout under a checkout."""
-        return cls(root / "patches", root / "vendor", root / "build")
 
 
 @dataclass(frozen=True)
@@ -149,7 +136,7 @@ def inputs_key(units: list[Unit]) -> str:
 
 def build_target(
     target_name: str,
-    paths: Paths,
+    workspace: Workspace,
     cache: Cache,
     *,
     audit: AuditHook | None = None,
@@ -157,36 +144,36 @@ def build_target(
     """Build one target into build/<target> and refresh build/simple."""
     start = time.monotonic()
     cache.sweep_tmp()
-    target = load_target(paths.patches, target_name)
+    target = load_target(workspace.patches, target_name)
     lock = locked_pins(target)
     units = plan(target, lock)
     key = inputs_key(units)
     _warn_headers(units)
-    with outputs.locked(paths.build, target.name):
-        existing = _up_to_date(paths.build, target.name, key)
+    with workspace.locked(target.name):
+        existing = _up_to_date(workspace.build, target.name, key)
         if existing is not None:
-            outputs.collect(paths.build, target.name)
+            outputs.collect(workspace.build, target.name)
             console.status(
                 f"[green]{target.name} is up to date[/] (inputs {key[:12]}): nothing rebuilt"
             )
-            _refresh_union_index(paths.build)
+            _refresh_union_index(workspace)
             return BuildReport(target.name, True, [], existing, time.monotonic() - start)
-        trees = _prepare_vendor_trees(target, lock, units, paths, cache)
+        trees = _prepare_vendor_trees(target, lock, units, workspace, cache)
         audit_result = audit(target, trees) if audit else None
         results = [_build_unit(unit, trees, cache) for unit in units]
         manifest = _manifest(target, key, units, results, audit_result)
-        _publish(paths.build, target.name, key, results, manifest)
-    _refresh_union_index(paths.build)
+        _publish(workspace.build, target.name, key, results, manifest)
+    _refresh_union_index(workspace)
     return BuildReport(target.name, False, results, manifest, time.monotonic() - start)
 
 
-def vendor_trees(target_name: str, paths: Paths, cache: Cache) -> dict[str, Path]:
+def vendor_trees(target_name: str, workspace: Workspace, cache: Cache) -> dict[str, Path]:
     """Bring a target's vendor trees to upstream + series (no wheel built); by project."""
-    target = load_target(paths.patches, target_name)
+    target = load_target(workspace.patches, target_name)
     lock = locked_pins(target)
     units = plan(target, lock)
-    with outputs.locked(paths.build, target.name):
-        return _prepare_vendor_trees(target, lock, units, paths, cache)
+    with workspace.locked(target.name):
+        return _prepare_vendor_trees(target, lock, units, workspace, cache)
 
 
 def _warn_headers(units: list[Unit]) -> None:
@@ -220,7 +207,7 @@ def _prepare_vendor_trees(
     target: Target,
     lock: dict[str, LockedPin],
     units: list[Unit],
-    paths: Paths,
+    workspace: Workspace,
     cache: Cache,
 ) -> dict[str, Path]:
     """Bring every project's vendor tree to upstream + series; all or nothing per project."""
@@ -228,7 +215,7 @@ def _prepare_vendor_trees(
     series = {u.project.name: u.patches for u in units}
     for project in target.projects:
         upstream = upstream_of(project.source, lock[project.source.key], cache)
-        vendor_dir = paths.vendor / target.name / project.name
+        vendor_dir = workspace.vendor_dir(target.name, project.name)
         try:
             result = vendor.prepare(vendor_dir, upstream, series[project.name])
         except PatchError as exc:
@@ -494,18 +481,19 @@ def _artifacts(build_dir: Path, name: str, manifest: dict[str, Any]) -> list[sta
     ]
 
 
-def _refresh_union_index(build_dir: Path) -> None:
+def _refresh_union_index(workspace: Workspace) -> None:
     """Rebuild build/simple from every target's manifest (serialized by its own lock)."""
-    with outputs.locked(build_dir, outputs.INDEX_NAME):
+    build_dir = workspace.build
+    with workspace.locked(INDEX_NAME):
         artifacts = [
             artifact
             for target_name, manifest in outputs.manifests(build_dir).items()
             for artifact in _artifacts(build_dir, target_name, manifest)
         ]
         key = sha256_bytes(json.dumps(sorted(str(a) for a in artifacts)).encode())
-        now = outputs.current(build_dir, outputs.INDEX_NAME)
-        if now is not None and now.name.startswith(f"{outputs.INDEX_NAME}.{key[:16]}."):
+        now = outputs.current(build_dir, INDEX_NAME)
+        if now is not None and now.name.startswith(f"{INDEX_NAME}.{key[:16]}."):
             return
-        store = outputs.new_store(build_dir, outputs.INDEX_NAME, key)
-        static.write_index(store, build_dir / outputs.INDEX_NAME, artifacts)
-        outputs.publish(build_dir, outputs.INDEX_NAME, store)
+        store = outputs.new_store(build_dir, INDEX_NAME, key)
+        static.write_index(store, build_dir / INDEX_NAME, artifacts)
+        outputs.publish(build_dir, INDEX_NAME, store)

@@ -1,4 +1,4 @@
-"""``patchwheel audit``: the argparse glue the `patchwheel` command mounts.
+"""``patchwheel audit``: the static API-drift audit, of two pins or of a target's vendor trees.
 
     patchwheel audit --consumer PIN --provider PIN [--baseline PIN] [--json FILE]
     patchwheel audit --target NAME [--baseline PIN] [--json FILE]   (when mounted with trees)
@@ -19,6 +19,8 @@ from rich.markup import escape
 from patchwheel.audit.engine import MypyEngine
 from patchwheel.audit.run import audit_pins
 from patchwheel.audit.target import audit_trees
+from patchwheel.building.run import vendor_trees
+from patchwheel.cli import _context
 from patchwheel.errors import AuditError, PatchwheelError
 
 DESCRIPTION = """\
@@ -32,8 +34,19 @@ PINs: `name==version` (sdist from the index), a git pin, or a local source direc
 TargetTrees = Callable[[argparse.Namespace], Mapping[str, Path]]
 
 
+def register(sub: _context.SubParsers) -> None:
+    """Mount ``audit`` with ``--target``: a target's patched vendor trees are audited."""
+    add_audit_parser(sub, target_trees=_target_trees)
+
+
+def _target_trees(args: argparse.Namespace) -> Mapping[str, Path]:
+    """The patched vendor trees of ``--target`` (default target), by project name."""
+    workspace = _context.workspace(args)
+    return vendor_trees(_context.target_name(args), workspace, _context.cache(args))
+
+
 def add_audit_parser(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    subparsers: _context.SubParsers,
     target_trees: TargetTrees | None = None,
 ) -> argparse.ArgumentParser:
     """Register ``audit`` on the `patchwheel` command; its handler is ``args.handler(args)``.

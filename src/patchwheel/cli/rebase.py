@@ -1,8 +1,7 @@
-"""``patchwheel rebase`` and ``patchwheel export``: the argparse glue the command mounts.
+"""``patchwheel rebase``: move a target's series onto new pins (3-way, classified, resumable).
 
     patchwheel rebase --target T --onto PIN [--onto PIN …] [--new-target NAME] [--no-audit]
     patchwheel rebase [--target T] --continue | --skip | --abort
-    patchwheel export --target T --project P
 
 Exit status of ``rebase``: 0 when done (or nothing to do), 3 when stopped at a conflict (the
 vendor tree waits for a resolution), 1 on an error.
@@ -12,16 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from rich.markup import escape
 from rich.table import Table
 
-from patchwheel import console
-from patchwheel.config.targets import default_target_name
+from patchwheel import console, rebase
+from patchwheel.cli import _context
 from patchwheel.errors import ConfigError
-from patchwheel.rebase import replay, run
-from patchwheel.upstream.cache import Cache
+from patchwheel.rebase import replay
 
 STOPPED = 3
 
@@ -33,21 +30,16 @@ offset, merged (3-way), conflict, upstream (already there: dropped) or target-go
 stops with the vendor tree in git's conflict state: resolve it, then --continue (or --skip the
 patch, or --abort everything). The report goes to build/<target>/rebase.md and rebase.json."""
 
-EXPORT_HELP = """\
-Turn the commits of a vendor tree (vendor/<target>/<project>, branch `patched`) into the
-project's series: new commits become new patch files (git format-patch), edited ones replace
-their patch, removed ones leave the series. The result is checked by applying it strictly."""
 
-
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``rebase`` and ``export`` to the ``patchwheel`` command."""
-    parser = subparsers.add_parser(
+def register(sub: _context.SubParsers) -> None:
+    """Mount ``rebase``."""
+    parser = sub.add_parser(
         "rebase",
         help="rebase a target's patches onto new pins (3-way, classified, resumable)",
         description=REBASE_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--target", help="target name (default: the default target)")
+    parser.add_argument("--target", help=_context.TARGET_HELP)
     parser.add_argument(
         "--onto", action="append", default=[], metavar="PIN", help="a new pin; repeatable"
     )
@@ -62,48 +54,35 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     action.add_argument("--abort", action="store_true", help="undo the rebase entirely")
     parser.add_argument("--no-audit", action="store_true", help="skip the API audit at the end")
     parser.add_argument("--json", action="store_true", help="print the JSON report on stdout")
-    parser.set_defaults(handler=_cmd_rebase)
-
-    export = subparsers.add_parser(
-        "export",
-        help="turn vendor-tree commits into the series' patch files",
-        description=EXPORT_HELP,
-    )
-    export.add_argument("--target", help="target name (default: the default target)")
-    export.add_argument("--project", required=True, help="the project (vendor tree) to export")
-    export.set_defaults(handler=_cmd_export)
+    parser.set_defaults(handler=run)
 
 
-def _layout(args: argparse.Namespace) -> run.Layout:
-    root = Path(args.root).resolve()
-    return run.Layout(root / "patches", root / "vendor", root / "build")
-
-
-def _cache(args: argparse.Namespace) -> Cache:
-    return Cache(Path(args.cache).resolve() if args.cache else None)
-
-
-def _cmd_rebase(args: argparse.Namespace) -> int:
-    layout = _layout(args)
-    audit = None if args.no_audit else run.audit_pairs
+def run(args: argparse.Namespace) -> int:
+    """Start, continue, skip or abort a rebase; exit status 3 when it stops at a conflict."""
+    workspace = _context.workspace(args)
+    audit = None if args.no_audit else rebase.audit_pairs
     if args.resume or args.skip or args.abort:
         if args.onto or args.new_target:
             raise ConfigError("--continue, --skip and --abort take no --onto or --new-target")
         if args.abort:
-            outcome = run.abort(layout, args.target)
+            outcome = rebase.abort(workspace, args.target)
         elif args.skip:
-            outcome = run.skip(layout, _cache(args), args.target, audit=audit)
+            outcome = rebase.skip(workspace, _context.cache(args), args.target, audit=audit)
         else:
-            outcome = run.resume(layout, _cache(args), args.target, audit=audit)
+            outcome = rebase.resume(workspace, _context.cache(args), args.target, audit=audit)
     else:
-        target = args.target or default_target_name(layout.patches)
-        outcome = run.start(
-            layout, _cache(args), target, args.onto, new_target=args.new_target, audit=audit
+        outcome = rebase.start(
+            workspace,
+            _context.cache(args),
+            _context.target_name(args),
+            args.onto,
+            new_target=args.new_target,
+            audit=audit,
         )
     return _print(outcome, args.json)
 
 
-def _print(outcome: run.Outcome, as_json: bool) -> int:
+def _print(outcome: rebase.Outcome, as_json: bool) -> int:
     if outcome.stop is not None:
         print_stop(outcome.stop, outcome.target)
         return STOPPED
@@ -116,7 +95,7 @@ def _print(outcome: run.Outcome, as_json: bool) -> int:
     return 0
 
 
-def _print_table(outcome: run.Outcome) -> None:
+def _print_table(outcome: rebase.Outcome) -> None:
     for project in outcome.report["projects"]:
         state = "replayed" if project["replayed"] else "pin unchanged"
         table = Table(title=f"{outcome.output}/{project['name']} ({state})", title_justify="left")
@@ -162,21 +141,3 @@ def print_stop(stop: replay.Stop, target: str) -> None:
         f"  {base} --abort        restore the target, its lock and the vendor trees",
         highlight=False,
     )
-
-
-def _cmd_export(args: argparse.Namespace) -> int:
-    from patchwheel.patching.export import export_project
-
-    layout = _layout(args)
-    target = args.target or default_target_name(layout.patches)
-    result = export_project(layout.patches, layout.vendor, layout.build, target, args.project)
-    for warning in result.warnings:
-        console.status(f"[yellow]warning:[/] {escape(warning)}")
-    if not result.changed:
-        return 0
-    for name in result.written:
-        console.status(f"wrote {result.series_dir / name}")
-    for name in result.removed:
-        console.status(f"removed {result.series_dir / name}")
-    console.status(f"series {result.series_dir / 'series'}: {len(result.names)} patch(es)")
-    return 0

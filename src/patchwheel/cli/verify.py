@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from patchwheel import console
+from patchwheel.cli import _context
 from patchwheel.verify.cpu import verify_cpu
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Mount ``verify`` on the ``patchwheel`` command."""
-    parser = subparsers.add_parser(
+def register(sub: _context.SubParsers) -> None:
+    """Mount ``verify``."""
+    parser = sub.add_parser(
         "verify",
         help="run speculators' extraction with the built wheels on CPU, check it against "
         "transformers (build the target first)",
     )
-    parser.add_argument("--target", help="target name (default: the default target)")
+    parser.add_argument("--target", help=_context.TARGET_HELP)
     parser.add_argument(
         "--reuse-venv",
         action="store_true",
@@ -23,36 +24,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "re-hashed every time)",
     )
     parser.add_argument("--timeout", type=float, default=900.0, help="extraction timeout (s)")
-    parser.set_defaults(handler=_verify)
-
-    gpu = subparsers.add_parser(
-        "gpu", help="extraction on a CUDA GPU with the built wheels, checked and timed"
-    )
-    from patchwheel.verify.gpu.session import add_arguments
-
-    add_arguments(gpu)
-    gpu.set_defaults(handler=_gpu)
+    parser.set_defaults(handler=run)
 
 
-def _verify(args: argparse.Namespace) -> int:
-    from patchwheel import cli, console
-
-    paths = cli.paths_of(args)
-    name = cli.target_names(args)[0]
-    target_dir = paths.build / name
+def run(args: argparse.Namespace) -> int:
+    """Verify the target's built wheels on CPU (raises VerifyError on any mismatch)."""
+    workspace = _context.workspace(args)
+    name = _context.target_name(args)
+    target_dir = workspace.target_dir(name)
     verify_cpu(
         target_dir,
         index_dir=target_dir / "simple",
-        work_dir=paths.build / ".work" / name / "verify-cpu",
+        work_dir=workspace.work_dir(name, "verify-cpu"),
         reuse_venv=args.reuse_venv,
         timeout_s=args.timeout,
         console=console.stderr,
     )
     return 0
-
-
-def _gpu(args: argparse.Namespace) -> int:
-    from patchwheel import console
-    from patchwheel.verify.gpu import session as gpu
-
-    return gpu.run(gpu.options_from(args, Path(args.root).resolve()), console.stderr)

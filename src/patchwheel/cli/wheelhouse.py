@@ -1,40 +1,22 @@
-"""The ``wheelhouse``, ``split`` and ``join`` sub-commands: parse, call the library, print."""
+"""``patchwheel wheelhouse``: one offline folder of a target's wheels and their dependencies."""
 
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeAlias
+
+from rich.markup import escape
+from rich.table import Table
 
 from patchwheel import console
-from patchwheel.errors import ConfigError, PatchwheelError
-from patchwheel.wheelhouse import join
-from patchwheel.wheelhouse.destination import DEFAULT_PLATFORM, DEFAULT_PYTHON
-
-if TYPE_CHECKING:
-    SubParsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
+from patchwheel.cli import _context
+from patchwheel.wheelhouse.destination import DEFAULT_PLATFORM, DEFAULT_PYTHON, Destination
+from patchwheel.wheelhouse.run import Options, Report, make_wheelhouse, summary_rows
 
 
-def register(sub: SubParsers) -> None:
-    """Add ``wheelhouse``, ``split`` and ``join`` to the ``patchwheel`` command."""
-    _register_wheelhouse(sub)
-    split = sub.add_parser(
-        "split", help="split large files into parts (for size-limited transfers)"
-    )
-    split.add_argument("directory", type=Path, help="folder whose large files to split")
-    split.add_argument(
-        "--size", default="60MiB", help="largest part, e.g. 60MiB (default), 64MB, 1GiB"
-    )
-    split.add_argument("files", nargs="*", help="only these file names (default: every file)")
-    split.set_defaults(handler=_cmd_split)
-    join = sub.add_parser("join", help="join split files again and check every sha256")
-    join.add_argument("directory", type=Path, help="folder holding parts.json")
-    join.add_argument("--keep-parts", action="store_true", help="keep the parts after joining")
-    join.set_defaults(handler=_cmd_join)
-
-
-def _register_wheelhouse(sub: SubParsers) -> None:
+def register(sub: _context.SubParsers) -> None:
+    """Mount ``wheelhouse``."""
     parser = sub.add_parser(
         "wheelhouse",
         help="one folder with a target's wheels and their dependencies, for offline installs",
@@ -42,7 +24,7 @@ def _register_wheelhouse(sub: SubParsers) -> None:
         "machine (binary only, as of a date, minus what it already has) and write them, a lock "
         "and the offline install commands into one folder.",
     )
-    parser.add_argument("--target", help="target name (default: the default target)")
+    parser.add_argument("--target", help=_context.TARGET_HELP)
     parser.add_argument(
         "--variant",
         action="append",
@@ -115,20 +97,17 @@ def _register_wheelhouse(sub: SubParsers) -> None:
         "--dry-run", action="store_true", help="resolve and report; download and write nothing"
     )
     parser.add_argument("--json", action="store_true", help="print the lock as JSON on stdout")
-    parser.set_defaults(handler=_cmd_wheelhouse)
+    parser.set_defaults(handler=run)
 
 
-def _cmd_wheelhouse(args: argparse.Namespace) -> int:
-    from patchwheel.cli import cache_of, paths_of, target_names
-    from patchwheel.wheelhouse import run
-    from patchwheel.wheelhouse.destination import Destination
-
+def run(args: argparse.Namespace) -> int:
+    """Make the wheelhouse; print what it carries and why (and the lock with ``--json``)."""
     variants = {}
     for text in args.variant:
         project, sep, variant = text.partition("=")
         variants[project if sep else "*"] = variant if sep else project
-    options = run.Options(
-        target=target_names(args)[0],
+    options = Options(
+        target=_context.target_name(args),
         destination=Destination(args.python_version, args.platform),
         variants=variants,
         exclude_newer=args.exclude_newer,
@@ -138,30 +117,17 @@ def _cmd_wheelhouse(args: argparse.Namespace) -> int:
         with_requirements=tuple(args.with_requirements),
         drop=tuple(args.drop),
         out=args.out.resolve() if args.out else None,
-        split=_size(args.split) if args.split else None,
+        split=_context.size(args.split) if args.split else None,
         dry_run=args.dry_run,
     )
-    report = run.make_wheelhouse(paths_of(args), cache_of(args), options)
-    _print_wheelhouse(report)
+    report = make_wheelhouse(_context.workspace(args), _context.cache(args), options)
+    _print(report)
     if args.json:
         print(json.dumps(report.lock, indent=2))
     return 0
 
 
-def _size(text: str) -> int:
-    try:
-        return join.parse_size(text)
-    except ValueError as exc:
-        raise ConfigError(f"--split: {exc}") from exc
-
-
-def _print_wheelhouse(report: object) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
-    from patchwheel.wheelhouse.run import Report, summary_rows
-
-    assert isinstance(report, Report)
+def _print(report: Report) -> None:
     lock = report.lock
     table = Table(title=f"wheelhouse of {lock['target']}", title_justify="left")
     for column in ("package", "version", "size", "why"):
@@ -197,34 +163,3 @@ def _print_wheelhouse(report: object) -> None:
             f"took {report.seconds:.1f} s",
         ]
     console.stderr.print(escape("\n".join(lines)))
-
-
-def _cmd_split(args: argparse.Namespace) -> int:
-    directory = Path(args.directory).resolve()
-    if not directory.is_dir():
-        raise ConfigError(f"{directory} is not a folder")
-    size = _size(args.size)
-    names = join.split_dir(directory, size, names=list(args.files) or None)
-    missing = sorted(set(args.files) - set(names) - {p.name for p in directory.iterdir()})
-    if missing:
-        raise ConfigError(f"{directory}: no file(s) {', '.join(missing)}")
-    for name in names:
-        console.status(f"split {name}")
-    console.status(
-        f"{len(names)} file(s) split into parts of at most {size} bytes in {directory}; "
-        "join there with `python3 join.py` (or `patchwheel join DIR`)"
-    )
-    return 0
-
-
-def _cmd_join(args: argparse.Namespace) -> int:
-    directory = Path(args.directory).resolve()
-    try:
-        joined = join.join_dir(directory, keep_parts=args.keep_parts, log=console.status)
-        problems = join.check_sums(directory) if (directory / join.SUMS).is_file() else []
-    except join.PartsError as exc:
-        raise PatchwheelError(str(exc)) from exc
-    if problems:
-        raise PatchwheelError("; ".join(problems))
-    console.status(f"{len(joined)} file(s) joined in {directory}; every sha256 matches")
-    return 0

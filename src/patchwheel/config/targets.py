@@ -144,6 +144,11 @@ def default_target_name(patches_dir: Path) -> str:
     return defaults[0]
 
 
+def chosen_target(patches_dir: Path, name: str | None) -> str:
+    """``name`` when given, else the default target (what ``--target`` means when left out)."""
+    return name or default_target_name(patches_dir)
+
+
 def _parse_target(name: str, root: Path, path: Path, data: dict[str, Any]) -> Target:
     _only_keys(data, {"description", "default", "projects"}, where=str(path))
     projects_data = data.get("projects")

@@ -1,45 +1,23 @@
-"""build/: outputs replaced atomically, serialized by a lock, garbage-collected.
+"""build/: outputs replaced atomically (a link swapped onto a complete store), garbage-collected.
 
 ``build/<target>`` and ``build/simple`` are symbolic links into ``build/.store/``. A build writes
 a complete new store directory beside the old one and then swaps the link (an atomic rename),
 so readers see the old outputs or the new ones, never a mix; a killed build leaves an unlinked
-store directory that the next run removes.
+store directory that the next run removes. (The locks that serialize runs are the workspace's.)
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import secrets
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-from patchwheel import console
 from patchwheel.errors import BuildError
+from patchwheel.workspace import INDEX_NAME
 
 STORE = ".store"
-LOCKS = ".locks"
-INDEX_NAME = "simple"
-
-
-@contextmanager
-def locked(build_dir: Path, name: str) -> Iterator[None]:
-    """Hold ``build/.locks/<name>.lock``; a second holder waits (and says so)."""
-    lock_dir = build_dir / LOCKS
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    with (lock_dir / f"{name}.lock").open("a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            console.status(f"waiting for another patchwheel run holding {name} …")
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def new_store(build_dir: Path, name: str, key: str) -> Path:

@@ -23,7 +23,6 @@ import git
 from patchwheel import console
 from patchwheel.config.targets import load_target
 from patchwheel.errors import PatchError, VendorError
-from patchwheel.index import outputs
 from patchwheel.patching import vendor, vendor_git
 from patchwheel.patching.patches import (
     SERIES_FILE,
@@ -33,6 +32,7 @@ from patchwheel.patching.patches import (
     parse_patch,
     read_series,
 )
+from patchwheel.workspace import Workspace
 
 NAME_MAX = 64  # git format-patch's default file-name limit, suffix included
 SUFFIX = ".patch"
@@ -57,14 +57,12 @@ class ExportResult:
         return bool(self.written or self.removed)
 
 
-def export_project(
-    patches_dir: Path, vendor_root: Path, build_dir: Path, target_name: str, project_name: str
-) -> ExportResult:
+def export_project(workspace: Workspace, target_name: str, project_name: str) -> ExportResult:
     """Write the vendor tree's commits of one project as its series (see the module doc)."""
-    target = load_target(patches_dir, target_name)
+    target = load_target(workspace.patches, target_name)
     project = target.project(project_name)
-    vendor_dir = vendor_root / target.name / project.name
-    with outputs.locked(build_dir, target.name):
+    vendor_dir = workspace.vendor_dir(target.name, project.name)
+    with workspace.locked(target.name):
         return _export(target.name, project.name, project.series_dir, vendor_dir)
 
 

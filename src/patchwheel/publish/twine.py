@@ -38,6 +38,7 @@ from patchwheel.errors import PublishError
 from patchwheel.index import outputs
 from patchwheel.publish.remote import Credentials, RemoteIndex
 from patchwheel.upstream.cache import sha256_file
+from patchwheel.workspace import Workspace
 
 REPORT_NAME = "publish.json"
 VERIFY_REPORTS = {"verify-cpu.json": "nox -s verify", "verify-gpu.json": "nox -s gpu"}
@@ -253,7 +254,7 @@ def _listed_sha256s(data: dict[str, Any]) -> set[str]:
 
 def publish_target(
     target: str,
-    build_dir: Path,
+    workspace: Workspace,
     repository_url: str,
     *,
     index_url: str | None = None,
@@ -274,13 +275,13 @@ def publish_target(
         _check_twine()
         if credentials is None:
             raise _no_credentials(repository_url)
-    target_dir = build_dir / target
+    target_dir = workspace.target_dir(target)
     if not target_dir.is_symlink() and not target_dir.is_dir():
         raise PublishError(
             f"{target_dir} does not exist: build the target first (nox -s build -- --target "
             f"{target})"
         )
-    with outputs.locked(build_dir, target):
+    with workspace.locked(target):
         files = candidates(target_dir, only_patched=only_patched)
         remote = RemoteIndex.for_repository(repository_url, credentials, index_url)
         report = PublishReport(target, repository_url, remote.index_url, dry_run, require_verified)

@@ -7,6 +7,6 @@
 
 from __future__ import annotations
 
-from patchwheel.rebase.run import Layout, Outcome, abort, audit_pairs, resume, skip, start
+from patchwheel.rebase.run import Outcome, abort, audit_pairs, resume, skip, start
 
-__all__ = ["Layout", "Outcome", "abort", "audit_pairs", "resume", "skip", "start"]
+__all__ = ["Outcome", "abort", "audit_pairs", "resume", "skip", "start"]

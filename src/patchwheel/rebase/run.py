@@ -57,21 +57,13 @@ from patchwheel.rebase.state import (
     take_backup,
 )
 from patchwheel.upstream.cache import Cache, sha256_bytes
+from patchwheel.workspace import Workspace
 
 Status = Literal["done", "stopped", "unchanged", "aborted"]
 REPORT_MD = "rebase.md"
 REPORT_JSON = "rebase.json"
 OLD_HEAD_REF = "refs/patchwheel/rebase-old-head"
 AuditRunner = Callable[[RebaseState, Cache], dict[str, Any] | None]
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Where a rebase reads and writes (a checkout's patches/, vendor/ and build/)."""
-
-    patches: Path
-    vendor: Path
-    build: Path
 
 
 @dataclass
@@ -91,7 +83,7 @@ class Outcome:
 
 
 def start(
-    layout: Layout,
+    workspace: Workspace,
     cache: Cache,
     target_name: str,
     onto: Sequence[str],
@@ -104,14 +96,14 @@ def start(
     began = time.monotonic()
     if not onto:
         raise ConfigError("rebase needs at least one --onto PIN (e.g. --onto vllm==0.26.0)")
-    _refuse_in_progress(layout, target_name)
+    _refuse_in_progress(workspace, target_name)
     output = new_target or target_name
-    with _locked(layout, target_name, output):
-        target = load_target(layout.patches, target_name)
+    with _locked(workspace, target_name, output):
+        target = load_target(workspace.patches, target_name)
         lock = locked_pins(target)
         if new_target:
-            _check_new_target(layout, target, new_target)
-        out_root = layout.patches / output
+            _check_new_target(workspace, target, new_target)
+        out_root = workspace.patches / output
         changes, warnings = onto_mod.plan_changes(
             target, onto, cwd=cwd or Path.cwd(), out_root=out_root
         )
@@ -130,7 +122,7 @@ def start(
         for warning in warnings:
             console.status(f"[yellow]warning:[/] {warning}")
         resolved = _resolve(changes, cache)
-        state = _new_state(layout, target, lock, changes, resolved, onto, output, warnings)
+        state = _new_state(workspace, target, lock, changes, resolved, onto, output, warnings)
         take_backup(state, target.root)
         state.save()
         try:
@@ -146,12 +138,12 @@ def start(
 
 
 def resume(
-    layout: Layout, cache: Cache, target_name: str | None, *, audit: AuditRunner | None = None
+    workspace: Workspace, cache: Cache, target_name: str | None, *, audit: AuditRunner | None = None
 ) -> Outcome:
     """``--continue``: take the resolution of the stopped patch and go on."""
     began = time.monotonic()
-    state = _find(layout, target_name)
-    with _locked(layout, state.target, state.output):
+    state = _find(workspace, target_name)
+    with _locked(workspace, state.target, state.output):
         _recover(state)
         if state.phase == "prepare":
             raise ConfigError(
@@ -170,12 +162,12 @@ def resume(
 
 
 def skip(
-    layout: Layout, cache: Cache, target_name: str | None, *, audit: AuditRunner | None = None
+    workspace: Workspace, cache: Cache, target_name: str | None, *, audit: AuditRunner | None = None
 ) -> Outcome:
     """``--skip``: drop the stopped patch from the series and go on."""
     began = time.monotonic()
-    state = _find(layout, target_name)
-    with _locked(layout, state.target, state.output):
+    state = _find(workspace, target_name)
+    with _locked(workspace, state.target, state.output):
         _recover(state)
         project = _stopped(state) if state.phase == "replay" else None
         if project is None:
@@ -188,10 +180,10 @@ def skip(
         return _run(state, cache, audit, began)
 
 
-def abort(layout: Layout, target_name: str | None) -> Outcome:
+def abort(workspace: Workspace, target_name: str | None) -> Outcome:
     """``--abort``: put the target, its lock and the vendor trees back exactly as before."""
-    state = _find(layout, target_name)
-    with _locked(layout, state.target, state.output):
+    state = _find(workspace, target_name)
+    with _locked(workspace, state.target, state.output):
         _recover(state)
         _undo(state)
     console.status(f"[green]rebase of {state.target} aborted[/]: everything is as before")
@@ -201,8 +193,8 @@ def abort(layout: Layout, target_name: str | None) -> Outcome:
 # --------------------------------------------------------------------------- start
 
 
-def _refuse_in_progress(layout: Layout, target_name: str) -> None:
-    state = load(layout.vendor, target_name)
+def _refuse_in_progress(workspace: Workspace, target_name: str) -> None:
+    state = load(workspace.vendor, target_name)
     if state is not None:
         raise ConfigError(
             f"a rebase of {target_name} onto {' '.join(state.onto)} is in progress: "
@@ -218,16 +210,16 @@ def next_commands(target: str) -> str:
     )
 
 
-def _check_new_target(layout: Layout, target: Target, name: str) -> None:
+def _check_new_target(workspace: Workspace, target: Target, name: str) -> None:
     if not name or "/" in name or name.startswith(".") or name != name.strip():
         raise ConfigError(f"--new-target {name!r}: not a valid target (directory) name")
-    if (layout.patches / name).exists():
+    if (workspace.patches / name).exists():
         raise ConfigError(
-            f"--new-target {name}: {layout.patches / name} already exists; pick another name "
+            f"--new-target {name}: {workspace.patches / name} already exists; pick another name "
             "or rebase that target in place"
         )
     for project in target.projects:
-        stale = layout.vendor / name / project.name
+        stale = workspace.vendor / name / project.name
         if stale.exists():
             raise ConfigError(
                 f"--new-target {name}: {stale} exists (a vendor tree of a removed target?); "
@@ -244,7 +236,7 @@ def _resolve(changes: Sequence[onto_mod.PinChange], cache: Cache) -> dict[str, L
 
 
 def _new_state(
-    layout: Layout,
+    workspace: Workspace,
     target: Target,
     lock: dict[str, LockedPin],
     changes: Sequence[onto_mod.PinChange],
@@ -266,9 +258,9 @@ def _new_state(
         target=target.name,
         output=output,
         onto=list(onto),
-        patches_dir=str(layout.patches),
-        vendor_dir=str(layout.vendor),
-        build_dir=str(layout.build),
+        patches_dir=str(workspace.patches),
+        vendor_dir=str(workspace.vendor),
+        build_dir=str(workspace.build),
         target_toml=toml_text,
         lock=[asdict(entry) for entry in new_lock],
         changes=[
@@ -431,7 +423,7 @@ def _stopped(state: RebaseState) -> ProjectState | None:
 
 
 def _finish(state: RebaseState, cache: Cache, audit: AuditRunner | None, began: float) -> Outcome:
-    layout = Layout(Path(state.patches_dir), Path(state.vendor_dir), Path(state.build_dir))
+    workspace = Workspace(Path(state.patches_dir), Path(state.vendor_dir), Path(state.build_dir))
     old = {p.name: _old_patches(state, p) for p in state.projects}
     written: dict[str, dict[str, bytes]] = {}
     details: dict[str, dict[str, dict[str, Any]]] = {}
@@ -441,12 +433,12 @@ def _finish(state: RebaseState, cache: Cache, audit: AuditRunner | None, began: 
     for project in state.projects:
         if project.affected:
             _verify(project, written[project.name])
-    target_dir = _install_target(state, layout, written)
+    target_dir = _install_target(state, workspace, written)
     _clock(state, began)
     audit_result = audit(state, cache) if audit is not None else None
     data = report.build_report(state, old, details, audit_result)
     text = report.markdown(data)
-    files = _publish_report(layout.build, state.output, data, text)
+    files = _publish_report(workspace.build, state.output, data, text)
     _cleanup(state)
     console.status(
         f"[green]rebased[/] {state.target} onto {' '.join(state.onto)} → {target_dir} "
@@ -506,18 +498,18 @@ def _verify(project: ProjectState, files: dict[str, bytes]) -> None:
 
 
 def _install_target(
-    state: RebaseState, layout: Layout, written: dict[str, dict[str, bytes]]
+    state: RebaseState, workspace: Workspace, written: dict[str, dict[str, bytes]]
 ) -> Path:
     """Write the new target directory beside the old one, check it, and rename it into place."""
-    source = layout.patches / state.target
-    dest = layout.patches / state.output
-    for stale in layout.patches.glob(f".{state.output}.rebase-*"):  # of a killed run
+    source = workspace.patches / state.target
+    dest = workspace.patches / state.output
+    for stale in workspace.patches.glob(f".{state.output}.rebase-*"):  # of a killed run
         shutil.rmtree(stale, ignore_errors=True)
-    tmp = layout.patches / f".{state.output}.rebase-{secrets.token_hex(3)}"
+    tmp = workspace.patches / f".{state.output}.rebase-{secrets.token_hex(3)}"
     shutil.copytree(source if source.is_dir() else backup_dir(state), tmp, symlinks=True)
     try:
         write_bytes(tmp / TARGET_FILE, state.target_toml.encode("utf-8"))
-        new_target = load_target(layout.patches, tmp.name)
+        new_target = load_target(workspace.patches, tmp.name)
         entries = [LockedPin(**entry) for entry in state.lock]
         write_lock(tmp / LOCK_FILE, entries)
         for project in state.projects:
@@ -637,31 +629,31 @@ def _recover(state: RebaseState) -> None:
             path.unlink(missing_ok=True)
 
 
-def _find(layout: Layout, target_name: str | None) -> RebaseState:
+def _find(workspace: Workspace, target_name: str | None) -> RebaseState:
     from patchwheel.rebase.state import in_progress
 
     if target_name is not None:
-        state = load(layout.vendor, target_name)
+        state = load(workspace.vendor, target_name)
         if state is None:
             raise ConfigError(f"no rebase of {target_name} is in progress")
         return state
-    names = in_progress(layout.vendor)
+    names = in_progress(workspace.vendor)
     if len(names) != 1:
         which = ", ".join(names) if names else "none"
         raise ConfigError(f"say which rebase with --target (rebases in progress: {which})")
-    state = load(layout.vendor, names[0])
+    state = load(workspace.vendor, names[0])
     assert state is not None
     return state
 
 
 @contextlib.contextmanager
-def _locked(layout: Layout, target: str, output: str) -> Iterator[None]:
+def _locked(workspace: Workspace, target: str, output: str) -> Iterator[None]:
     """Hold the target's build lock (and the new target's): builds wait for the rebase."""
-    with outputs.locked(layout.build, target):
+    with workspace.locked(target):
         if output == target:
             yield
             return
-        with outputs.locked(layout.build, output):
+        with workspace.locked(output):
             yield
 
 
@@ -673,7 +665,6 @@ def audit_pairs(state: RebaseState, cache: Cache) -> dict[str, Any] | None:
 
 
 __all__ = [
-    "Layout",
     "Outcome",
     "abort",
     "audit_pairs",

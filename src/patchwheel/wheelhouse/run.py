@@ -68,7 +68,6 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from patchwheel import __version__, console
-from patchwheel.building.run import Paths
 from patchwheel.errors import ConfigError, FetchError, HashMismatchError
 from patchwheel.index import outputs
 from patchwheel.upstream import wheelmeta
@@ -78,6 +77,7 @@ from patchwheel.upstream.simple_api import configured_index_urls, project_files
 from patchwheel.wheelhouse import closure, join, resolve
 from patchwheel.wheelhouse.destination import Destination, Installed
 from patchwheel.wheels.names import wheel_filename
+from patchwheel.workspace import Workspace
 
 SCHEMA = 1
 DIRNAME = "wheelhouse"
@@ -175,16 +175,16 @@ class _Plan:
     cutoff_source: str
 
 
-def make_wheelhouse(paths: Paths, cache: Cache, options: Options) -> Report:
+def make_wheelhouse(workspace: Workspace, cache: Cache, options: Options) -> Report:
     """Resolve, download and write the wheelhouse of ``options.target``."""
     start = time.monotonic()
     cache.sweep_tmp()
-    config = _read_config(paths.patches / options.target / CONFIG_FILE)
-    with outputs.locked(paths.build, options.target):
-        store = outputs.current(paths.build, options.target)
+    config = _read_config(workspace.patches / options.target / CONFIG_FILE)
+    with workspace.locked(options.target):
+        store = outputs.current(workspace.build, options.target)
         if store is None or not (store / "manifest.json").is_file():
             raise ConfigError(
-                f"{paths.build / options.target} does not exist: build the target first "
+                f"{workspace.target_dir(options.target)} does not exist: build the target first "
                 f"(`nox -s build -- --target {options.target}`)"
             )
         manifest: dict[str, Any] = json.loads((store / "manifest.json").read_text("utf-8"))
@@ -198,7 +198,7 @@ def make_wheelhouse(paths: Paths, cache: Cache, options: Options) -> Report:
             out = options.out or (store / DIRNAME)
             if not options.dry_run:
                 _write_folder(out.resolve(), carried, lock, options.split)
-    shown = options.out or (paths.build / options.target / DIRNAME)
+    shown = options.out or (workspace.target_dir(options.target) / DIRNAME)
     return Report(shown, lock, carried, time.monotonic() - start, options.dry_run)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -28,6 +29,7 @@ from patchwheel.verify.install import (
 )
 from patchwheel.verify.model import TinyLlamaSpec, make_tiny_llama
 from patchwheel.verify.plan import VerifyPlan, write_request
+from patchwheel.workspace import Workspace
 
 EXTRACT_SCRIPT = Path(__file__).with_name("extract.py")
 SPEED_SCRIPT = Path(__file__).with_name("speed.py")
@@ -548,18 +550,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--work-dir", type=Path, help="default: build/.work/<target>/verify-gpu")
 
 
-def options_from(args: argparse.Namespace, root: Path) -> GpuOptions:
-    """GpuOptions from parsed arguments; relative defaults are under ``root``."""
+def options_from(args: argparse.Namespace, workspace: Workspace) -> GpuOptions:
+    """GpuOptions from parsed arguments; paths default to ``workspace`` (``--build-dir`` aside)."""
     target = args.target
     if target is None:
+        # Only without --target, so a run that names its target imports nothing of the build
+        # side (target.toml's model needs `packaging`).
         from patchwheel.config.targets import default_target_name
 
-        target = default_target_name(root / "patches")
-    build_dir = args.build_dir or root / "build"
-    target_dir = build_dir / target
+        target = default_target_name(workspace.patches)
+    if args.build_dir is not None:
+        workspace = dataclasses.replace(workspace, build=args.build_dir)
+    target_dir = workspace.target_dir(target)
     return GpuOptions(
         manifest_dir=args.manifest_dir or target_dir,
-        work_dir=args.work_dir or build_dir / ".work" / target / "verify-gpu",
+        work_dir=args.work_dir or workspace.work_dir(target, "verify-gpu"),
         report_path=args.report or target_dir / REPORT_NAME,
         wheelhouse=args.wheelhouse,
         use_system_torch=args.use_system_torch,
@@ -591,4 +596,5 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="patchwheel gpu", description=DESCRIPTION)
     add_arguments(parser)
     args = parser.parse_args(argv)
-    return run(options_from(args, Path.cwd()), Console(stderr=True, soft_wrap=True))
+    workspace = Workspace.at(Path.cwd())
+    return run(options_from(args, workspace), Console(stderr=True, soft_wrap=True))

@@ -1,0 +1,45 @@
+"""``patchwheel targets``: the targets under patches/, which one is the default, their pins."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from patchwheel.cli import _context
+from patchwheel.config.targets import default_target_name, list_target_names, load_target
+from patchwheel.errors import PatchwheelError
+
+
+def register(sub: _context.SubParsers) -> None:
+    """Mount ``targets``."""
+    parser = sub.add_parser("targets", help="list targets")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print one line per target (or JSON with ``--json``)."""
+    patches = _context.workspace(args).patches
+    names = list_target_names(patches)
+    try:
+        default = default_target_name(patches)
+    except PatchwheelError:
+        default = ""
+    rows = []
+    for name in names:
+        target = load_target(patches, name)
+        rows.append(
+            {
+                "name": name,
+                "default": name == default,
+                "description": target.description,
+                "pins": {s.key: s.pin.text for s in target.pin_specs},
+            }
+        )
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for row in rows:
+        mark = " (default)" if row["default"] else ""
+        print(f"{row['name']}{mark}: {row['description']}")
+    return 0
