@@ -11,7 +11,7 @@ import pytest
 
 from patchwheel.errors import VerifyError
 from patchwheel.verify import speed
-from patchwheel.verify.gpu import session as gpu
+from patchwheel.verify.gpu import install, machine, report
 from tests import support
 
 
@@ -68,22 +68,22 @@ def test_refuses_without_a_gpu_and_writes_no_report(tmp_path: Path, built) -> No
     assert proc.returncode == 1
     assert "no CUDA GPU is visible" in proc.stderr
     assert "nox -s verify" in proc.stderr
-    assert not (target / gpu.REPORT_NAME).exists()
+    assert not (target / report.REPORT_NAME).exists()
 
 
 def test_refuses_more_tensor_parallel_ranks_than_gpus() -> None:
     with pytest.raises(VerifyError, match=r"no CUDA GPU|needs 64 GPUs"):
-        gpu.gpu_facts(64)
+        machine.gpu_facts(64)
 
 
 def test_gpu_wheels_are_found_in_the_wheelhouse_and_hash_checked(built) -> None:
     target, house = built
-    wheels = gpu.gpu_wheels(target, house)
+    wheels = install.gpu_wheels(target, house)
     assert [w.distribution for w in wheels] == ["speculators", "vllm"]
     assert all(w.path.parent == house for w in wheels)
     (house / wheels[1].filename).write_bytes(b"tampered")
     with pytest.raises(VerifyError, match="has sha256"):
-        gpu.gpu_wheels(target, house)
+        install.gpu_wheels(target, house)
 
 
 def test_a_target_without_the_cuda_variant_is_refused(tmp_path: Path) -> None:
@@ -91,7 +91,7 @@ def test_a_target_without_the_cuda_variant_is_refused(tmp_path: Path) -> None:
     only = [support.make_wheel(house, "speculators", "0.3.0", {"speculators/__init__.py": b""})]
     write_manifest(tmp_path / "t", only)
     with pytest.raises(VerifyError, match="lists 0 vllm wheels"):
-        gpu.gpu_wheels(tmp_path / "t", house)
+        install.gpu_wheels(tmp_path / "t", house)
 
 
 def test_random_prompts_are_the_same_for_both_sides() -> None:
@@ -131,7 +131,7 @@ def test_markdown_summary_names_gpu_errors_and_ratios() -> None:
             "ratio_vs_eager": 0.9,
         },
     }
-    table = gpu.markdown_table(data)
+    table = report.markdown_table(data)
     assert "NVIDIA H200 (sm_90)" in table
     assert "TP 1 vs transformers (bfloat16)" in table and "0: 0.01" in table
     assert "ratio 0.9" in table and "90,000 tok/s" in table

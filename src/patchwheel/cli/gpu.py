@@ -1,7 +1,7 @@
 """``patchwheel gpu``: extraction on a CUDA GPU with the built wheels, checked and timed.
 
 The same session as ``python -m patchwheel.verify.gpu`` (what ``nox -s gpu`` runs with the GPU
-machine's own python); its options live with it in :mod:`patchwheel.verify.gpu.session`.
+machine's own python); its options live with it in :mod:`patchwheel.verify.gpu.options`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import argparse
 
 from patchwheel import console
 from patchwheel.cli import _context
-from patchwheel.verify.gpu import session
+from patchwheel.verify.gpu import options, session
 
 
 def register(sub: _context.SubParsers) -> None:
@@ -18,11 +18,11 @@ def register(sub: _context.SubParsers) -> None:
     parser = sub.add_parser(
         "gpu", help="extraction on a CUDA GPU with the built wheels, checked and timed"
     )
-    session.add_arguments(parser)
+    options.add_arguments(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the GPU session; its own exit status (it prints its errors itself)."""
-    options = session.options_from(args, _context.workspace(args))
-    return session.run(options, console.stderr)
+    chosen = options.options_from(args, _context.workspace(args))
+    return session.run(chosen, console.stderr)

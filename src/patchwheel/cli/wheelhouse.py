@@ -12,7 +12,8 @@ from rich.table import Table
 from patchwheel import console
 from patchwheel.cli import _context
 from patchwheel.wheelhouse.destination import DEFAULT_PLATFORM, DEFAULT_PYTHON, Destination
-from patchwheel.wheelhouse.run import Options, Report, make_wheelhouse, summary_rows
+from patchwheel.wheelhouse.plan import Options
+from patchwheel.wheelhouse.run import Report, make_wheelhouse, summary_rows
 
 
 def register(sub: _context.SubParsers) -> None:

@@ -13,9 +13,12 @@ import os
 import secrets
 import shutil
 from pathlib import Path
+from typing import Any
 
 from patchwheel.errors import BuildError
-from patchwheel.workspace import INDEX_NAME
+from patchwheel.index import static
+from patchwheel.upstream.cache import sha256_bytes, sha256_file
+from patchwheel.workspace import INDEX_NAME, Workspace
 
 STORE = ".store"
 
@@ -87,3 +90,51 @@ def manifests(build_dir: Path) -> dict[str, dict[str, object]]:
         if link.is_symlink() and link.name != INDEX_NAME and (link / "manifest.json").is_file():
             out[link.name] = json.loads((link / "manifest.json").read_text("utf-8"))
     return out
+
+
+def up_to_date(build_dir: Path, name: str, key: str) -> dict[str, Any] | None:
+    """The manifest of ``build/<name>`` if it was built from inputs ``key`` and is intact."""
+    store = current(build_dir, name)
+    if store is None or not (store / "manifest.json").is_file():
+        return None
+    manifest: dict[str, Any] = json.loads((store / "manifest.json").read_text("utf-8"))
+    if manifest.get("inputs") != key:
+        return None
+    for wheel in manifest.get("wheels", []):
+        path = store / "wheels" / wheel["filename"]
+        if not path.is_file() or sha256_file(path) != wheel["sha256"]:
+            return None
+    return manifest
+
+
+def artifacts(build_dir: Path, name: str, manifest: dict[str, Any]) -> list[static.Artifact]:
+    """The files a target's manifest lists, as the index serves them (through its link)."""
+    return [
+        static.Artifact(
+            path=build_dir / name / "wheels" / wheel["filename"],
+            project=wheel["distribution"],
+            sha256=wheel["sha256"],
+            metadata_sha256=wheel.get("metadata-sha256"),
+            requires_python=wheel.get("requires-python"),
+            size=wheel.get("size"),
+        )
+        for wheel in manifest.get("wheels", [])
+    ]
+
+
+def refresh_union_index(workspace: Workspace) -> None:
+    """Rebuild build/simple from every target's manifest (serialized by its own lock)."""
+    build_dir = workspace.build
+    with workspace.locked(INDEX_NAME):
+        listed = [
+            artifact
+            for target_name, manifest in manifests(build_dir).items()
+            for artifact in artifacts(build_dir, target_name, manifest)
+        ]
+        key = sha256_bytes(json.dumps(sorted(str(a) for a in listed)).encode())
+        now = current(build_dir, INDEX_NAME)
+        if now is not None and now.name.startswith(f"{INDEX_NAME}.{key[:16]}."):
+            return
+        store = new_store(build_dir, INDEX_NAME, key)
+        static.write_index(store, build_dir / INDEX_NAME, listed)
+        publish(build_dir, INDEX_NAME, store)

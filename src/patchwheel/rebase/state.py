@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from patchwheel.errors import ConfigError
+from patchwheel.workspace import Workspace
 
 SCHEMA = 1
 STATE_DIR = ".patchwheel-rebase"
@@ -98,6 +100,17 @@ class RebaseState:
     def home(self) -> Path:
         """The state directory."""
         return state_home(Path(self.vendor_dir), self.target)
+
+    @property
+    def workspace(self) -> Workspace:
+        """The checkout the rebase works in."""
+        return Workspace(Path(self.patches_dir), Path(self.vendor_dir), Path(self.build_dir))
+
+    def clock(self, since: float) -> float:
+        """Add the time since ``since`` to the rebase's own time (not the user's); return now."""
+        now = time.monotonic()
+        self.seconds += now - since
+        return now
 
     def save(self) -> None:
         """Write state.json atomically."""

@@ -11,22 +11,24 @@ speculators line and the vLLM function it called).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
 from patchwheel.errors import VerifyError
-from patchwheel.verify.compare import RTOL, Extracted, TensorCheck, compare_call
-from patchwheel.verify.crash import diagnose, read_failure
+from patchwheel.verify.compare import RTOL
+from patchwheel.verify.extraction import (
+    EXTRACT_SCRIPT,
+    Extraction,
+    compare_with_reference,
+    load_extraction,
+    run_script,
+)
 from patchwheel.verify.install import (
     BuiltWheel,
     Venv,
@@ -40,7 +42,6 @@ from patchwheel.verify.install import (
 )
 from patchwheel.verify.model import make_tiny_llama
 from patchwheel.verify.plan import VerifyPlan, write_request
-from patchwheel.verify.reference import load_reference_model, residual_stream
 from patchwheel.verify.report import (
     CallRecord,
     PackageRecord,
@@ -49,7 +50,6 @@ from patchwheel.verify.report import (
     write_report,
 )
 
-EXTRACT_SCRIPT = Path(__file__).with_name("extract.py")
 REPORT_NAME = "verify-cpu.json"
 # Worker processes must not download anything; the model is local.
 _EXTRACTION_ENV = {
@@ -59,18 +59,6 @@ _EXTRACTION_ENV = {
     "DO_NOT_TRACK": "1",
     "TOKENIZERS_PARALLELISM": "false",
 }
-
-
-@dataclass(frozen=True)
-class Extraction:
-    """What the extraction subprocess produced."""
-
-    results: list[list[Extracted]]
-    seconds: list[float]
-    versions: dict[str, str]
-    startup_s: float
-    wall_s: float
-    log: Path
 
 
 def prepare_venv(
@@ -146,81 +134,11 @@ def run_extraction(
     shutil.copyfile(EXTRACT_SCRIPT, script)
     request = out_dir / "request.json"
     write_request(plan, model_dir, calls, request)
-    log = out_dir / "extract.log"
-    started = time.monotonic()
-    with log.open("w", encoding="utf-8") as handle:
-        try:
-            proc = subprocess.run(
-                [str(venv.python), str(script), str(request), str(out_dir)],
-                stdout=handle,
-                stderr=subprocess.STDOUT,
-                env=extraction_env(plan),
-                cwd=out_dir,
-                timeout=timeout_s,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise VerifyError(
-                f"hidden-state extraction did not finish in {timeout_s:.0f} s (log: {log})"
-            ) from exc
-    wall = time.monotonic() - started
-    log_text = log.read_text(encoding="utf-8", errors="replace")
-    failure = read_failure(out_dir)
-    if proc.returncode != 0 or failure is not None:
-        if failure is None:
-            tail = "\n".join(log_text.strip().splitlines()[-20:])
-            raise VerifyError(
-                f"hidden-state extraction exited {proc.returncode} without a failure record "
-                f"(log: {log})\n{tail}"
-            )
-        raise VerifyError(diagnose(failure, log_text).message(log))
-    return load_extraction(out_dir, calls, wall, log)
-
-
-def load_extraction(
-    out_dir: Path, calls: list[list[list[int]]], wall: float, log: Path
-) -> Extraction:
-    """What extract.py wrote to out_dir (result.json and hidden_states.safetensors)."""
-    from safetensors.torch import load_file
-
-    result: dict[str, Any] = json.loads((out_dir / "result.json").read_text(encoding="utf-8"))
-    tensors = load_file(str(out_dir / "hidden_states.safetensors"))
-    results: list[list[Extracted]] = []
-    for c, call in enumerate(result["calls"]):
-        per_prompt = []
-        for p in range(int(call["num_results"])):
-            layers: list[Any] = []
-            while (key := f"call{c}.prompt{p}.layer{len(layers)}") in tensors:
-                layers.append(tensors[key])
-            ids = tensors[f"call{c}.prompt{p}.input_ids"].tolist()
-            per_prompt.append(Extracted(input_ids=[int(i) for i in ids], hidden_states=layers))
-        results.append(per_prompt)
-    if len(results) != len(calls):
-        raise VerifyError(
-            f"{out_dir / 'result.json'} has {len(results)} calls, expected {len(calls)}"
-        )
-    return Extraction(
-        results=results,
-        seconds=[float(c["seconds"]) for c in result["calls"]],
-        versions={str(k): str(v) for k, v in result["versions"].items()},
-        startup_s=float(result["startup_seconds"]),
-        wall_s=wall,
-        log=log,
+    env = extraction_env(plan)
+    wall, log = run_script(
+        venv.python, script, request, out_dir, env=env, timeout_s=timeout_s, cwd=out_dir
     )
-
-
-def compare_with_reference(
-    plan: VerifyPlan, model_dir: Path, calls: list[list[list[int]]], extraction: Extraction
-) -> list[TensorCheck]:
-    """Every returned tensor against transformers' residual stream on the same weights."""
-    model = load_reference_model(model_dir, plan.dtype)
-    checks: list[TensorCheck] = []
-    for c, prompts in enumerate(calls):
-        reference = residual_stream(model, prompts, plan.layer_ids)
-        checks.extend(
-            compare_call(c, prompts, extraction.results[c], reference, plan.layer_ids, plan.dtype)
-        )
-    return checks
+    return load_extraction(out_dir, calls, wall, log)
 
 
 def mismatch_message(report: VerifyReport, path: Path, limit: int = 8) -> str:

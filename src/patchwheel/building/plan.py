@@ -1,0 +1,105 @@
+"""The units of a target and their build keys (no network, no file written).
+
+Each buildable *unit* (a source project, or one variant of an overlay project) has a build key:
+the sha256 of its pins, its patch bytes and its build settings. The local label is ``pw`` + the
+key's first 8 hex digits, and the same key names its wheel in the cache — so changing any byte of
+a pin or patch rebuilds, and an unchanged target rebuilds nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from patchwheel import __version__, console
+from patchwheel.config.lock import LockedPin
+from patchwheel.config.targets import PinSpec, Project, Target
+from patchwheel.patching.patches import Patch, missing_fields, read_series
+from patchwheel.upstream.cache import sha256_bytes
+
+BUILD_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One thing to build: a source project, or one variant of an overlay project."""
+
+    project: Project
+    variant: str | None
+    distribution: str
+    key: str
+    entries: dict[str, LockedPin]
+    patches: tuple[Patch, ...]
+
+    @property
+    def label(self) -> str:
+        """The local version label this unit's wheel carries."""
+        return "pw" + self.key[:8]
+
+    @property
+    def name(self) -> str:
+        """``project`` or ``project:variant``."""
+        return self.project.name + (f":{self.variant}" if self.variant else "")
+
+
+def plan(target: Target, lock: dict[str, LockedPin]) -> list[Unit]:
+    """The units of a target, with their build keys (no network, no file written)."""
+    units: list[Unit] = []
+    for project in target.projects:
+        patches = tuple(read_series(project.series_dir))
+        if project.build == "source":
+            entries = {project.source.key: lock[project.source.key]}
+            units.append(_unit(project, None, project.source.pin.name, entries, patches))
+        for variant in project.variants:
+            entries = {
+                project.source.key: lock[project.source.key],
+                variant.spec.key: lock[variant.spec.key],
+            }
+            units.append(_unit(project, variant.name, variant.distribution, entries, patches))
+    return units
+
+
+def _unit(
+    project: Project,
+    variant: str | None,
+    distribution: str,
+    entries: dict[str, LockedPin],
+    patches: tuple[Patch, ...],
+) -> Unit:
+    material = {
+        "format": BUILD_FORMAT,
+        "patchwheel": __version__,
+        "project": project.name,
+        "variant": variant,
+        "build": project.build,
+        "pins": {key: [e.pin, e.identity] for key, e in sorted(entries.items())},
+        "patches": [[p.name, p.sha256] for p in patches],
+        "settings": {"wheel-root": project.wheel_root, "build-env": project.build_env},
+    }
+    key = sha256_bytes(json.dumps(material, sort_keys=True).encode())
+    return Unit(project, variant, distribution, key, entries, patches)
+
+
+def inputs_key(units: list[Unit]) -> str:
+    """The hash of a whole target's inputs: equal keys mean nothing to rebuild."""
+    return sha256_bytes(json.dumps([[u.name, u.key] for u in units]).encode())
+
+
+def warn_headers(units: list[Unit]) -> None:
+    seen: set[str] = set()
+    for unit in units:
+        for patch in unit.patches:
+            missing = missing_fields(patch)
+            if missing and patch.name not in seen:
+                seen.add(patch.name)
+                console.status(
+                    f"[yellow]warning:[/] patch {patch.name} lacks DEP-3 field(s) "
+                    f"{', '.join(missing)}"
+                )
+
+
+def start_pin(unit: Unit) -> PinSpec:
+    """The pin whose artifact the unit starts from: the source, or the variant's wheel."""
+    if unit.variant is None:
+        return unit.project.source
+    return next(v.spec for v in unit.project.variants if v.name == unit.variant)

@@ -1,0 +1,63 @@
+"""A target's vendor trees brought to upstream + series, all or nothing per project."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from patchwheel import console
+from patchwheel.building.plan import Unit
+from patchwheel.config.lock import LockedPin
+from patchwheel.config.pins import GitPin
+from patchwheel.config.targets import PinSpec, Target
+from patchwheel.errors import PatchError
+from patchwheel.patching import vendor
+from patchwheel.upstream import gitsrc
+from patchwheel.upstream.cache import Cache
+from patchwheel.upstream.sources import source_tree_of
+from patchwheel.workspace import Workspace
+
+
+def prepare_vendor_trees(
+    target: Target,
+    lock: dict[str, LockedPin],
+    units: list[Unit],
+    workspace: Workspace,
+    cache: Cache,
+) -> dict[str, Path]:
+    """Bring every project's vendor tree to upstream + series; all or nothing per project."""
+    trees: dict[str, Path] = {}
+    series = {u.project.name: u.patches for u in units}
+    for project in target.projects:
+        upstream = upstream_of(project.source, lock[project.source.key], cache)
+        vendor_dir = workspace.vendor_dir(target.name, project.name)
+        try:
+            result = vendor.prepare(vendor_dir, upstream, series[project.name])
+        except PatchError as exc:
+            raise PatchError(
+                f"{exc}\nThe vendor tree {vendor_dir} is as it was before this run; "
+                "build/ is untouched."
+            ) from exc
+        for offset in result.offsets:
+            console.status(f"[yellow]offset:[/] {offset}")
+        if result.applied:
+            console.status(
+                f"vendor {target.name}/{project.name}: applied {len(result.applied)} patch(es)"
+                + (f", reused {result.reused}" if result.reused else "")
+            )
+        trees[project.name] = vendor_dir
+    return trees
+
+
+def upstream_of(spec: PinSpec, entry: LockedPin, cache: Cache) -> vendor.Upstream:
+    """What a vendor tree's ``upstream`` branch holds for a locked source pin."""
+    tree = source_tree_of(spec, entry, cache)
+    git_dir = None
+    if isinstance(spec.pin, GitPin):
+        git_dir = str(gitsrc.mirror(spec.pin, entry.commit or "", cache).git_dir)
+    return vendor.Upstream(
+        identity=entry.identity,
+        description=f"{spec.pin.text} ({entry.kind} {entry.identity[:12]})",
+        epoch=tree.epoch,
+        tree=None if git_dir else tree.path,
+        git_dir=git_dir,
+    )

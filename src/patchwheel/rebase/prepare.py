@@ -1,0 +1,199 @@
+"""The start of a rebase: the new pins resolved, the state recorded, every vendor tree prepared
+at the old pins and, where the source moved, the new upstream imported (steps 1 and 2 of
+:mod:`patchwheel.rebase.run`).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from collections.abc import Sequence
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+
+import git
+
+from patchwheel import console
+from patchwheel.building.trees import upstream_of
+from patchwheel.config.lock import LockedPin, resolve
+from patchwheel.config.targets import TARGET_FILE, PinSpec, Target
+from patchwheel.errors import VendorError
+from patchwheel.patching import vendor, vendor_git
+from patchwheel.patching.export import (
+    applied_entries,
+)
+from patchwheel.patching.patches import read_series
+from patchwheel.rebase import onto as onto_mod
+from patchwheel.rebase import replay
+from patchwheel.rebase.state import (
+    PatchState,
+    ProjectState,
+    RebaseState,
+)
+from patchwheel.upstream.cache import Cache
+from patchwheel.workspace import Workspace
+
+OLD_HEAD_REF = "refs/patchwheel/rebase-old-head"
+
+
+def next_commands(target: str) -> str:
+    """The commands that finish or undo a stopped rebase."""
+    base = f"patchwheel rebase --target {target}"
+    return f"`{base} --continue` after resolving, `{base} --skip` to drop the patch, " + (
+        f"`{base} --abort` to undo everything"
+    )
+
+
+def resolve_changes(changes: Sequence[onto_mod.PinChange], cache: Cache) -> dict[str, LockedPin]:
+    resolved = {}
+    for change in changes:
+        console.status(f"resolve {change.key}: {change.new.pin.text}")
+        resolved[change.key] = resolve(change.new, cache)
+    return resolved
+
+
+def new_state(
+    workspace: Workspace,
+    target: Target,
+    lock: dict[str, LockedPin],
+    changes: Sequence[onto_mod.PinChange],
+    resolved: dict[str, LockedPin],
+    onto: Sequence[str],
+    output: str,
+    warnings: list[str],
+) -> RebaseState:
+    new_lock = [resolved.get(spec.key, lock[spec.key]) for spec in target.pin_specs]
+    toml_text = onto_mod.rewrite_target_toml(
+        (target.root / TARGET_FILE).read_text("utf-8"),
+        {c.key: c.new.pin.text for c in changes},
+        {c.key: resolved[c.key].sha256 for c in changes},
+        where=target.root / TARGET_FILE,
+        default=False if output != target.name and target.default else None,
+        description=onto_mod.follow_description(target.description, changes),
+    )
+    return RebaseState(
+        target=target.name,
+        output=output,
+        onto=list(onto),
+        patches_dir=str(workspace.patches),
+        vendor_dir=str(workspace.vendor),
+        build_dir=str(workspace.build),
+        target_toml=toml_text,
+        lock=[asdict(entry) for entry in new_lock],
+        changes=[
+            {
+                "key": c.key,
+                "old": c.old.pin.text,
+                "new": c.new.pin.text,
+                "why": c.why,
+                "old-identity": lock[c.key].identity,
+                "new-identity": resolved[c.key].identity,
+            }
+            for c in changes
+        ],
+        warnings=warnings,
+        started=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+
+
+def _old_upstream(dest: Path, spec: PinSpec, entry: LockedPin, cache: Cache) -> vendor.Upstream:
+    """The old pin's upstream; without extracting it when the vendor repo already holds it."""
+    state_file = vendor_git.git_dir(dest) / vendor.STATE_FILE
+    if state_file.is_file() and vendor.read_state(git.Repo(dest)).get("upstream") == entry.identity:
+        return vendor.Upstream(entry.identity, spec.pin.text, epoch=0)  # nothing to import
+    return upstream_of(spec, entry, cache)
+
+
+def prepare(
+    state: RebaseState,
+    target: Target,
+    lock: dict[str, LockedPin],
+    changes: Sequence[onto_mod.PinChange],
+    resolved: dict[str, LockedPin],
+    cache: Cache,
+) -> None:
+    """Bring every vendor tree to the old pins + series, then import the new upstreams."""
+    by_key = {c.key: c for c in changes}
+    vendor_root = Path(state.vendor_dir)
+    for project in target.projects:
+        key = project.source.key
+        old_entry = lock[key]
+        new_entry = resolved.get(key, old_entry)
+        dest = vendor_root / state.output / project.name
+        record = ProjectState(
+            name=project.name,
+            vendor=str(dest),
+            affected=new_entry.identity != old_entry.identity,
+            old_identity=old_entry.identity,
+            new_identity=new_entry.identity,
+        )
+        state.projects.append(record)
+        _take_vendor(record, vendor_root / target.name / project.name, state.new_target)
+        state.save()
+        series = read_series(project.series_dir)
+        console.status(
+            f"vendor {state.output}/{project.name}: prepare at {project.source.pin.text}"
+        )
+        vendor.prepare(dest, _old_upstream(dest, project.source, old_entry, cache), series)
+        repo = git.Repo(dest)
+        vstate = vendor.read_state(repo)
+        record.old_upstream = str(vstate["upstream_commit"])
+        if not record.affected:
+            record.patches = replay.classify_kept(dest, record.old_upstream, series)
+            record.position = len(record.patches)
+            state.save()
+            continue
+        record.patches = [PatchState(n, s, c) for n, s, c in applied_entries(vstate)]
+        head = vendor_git.rev(dest, "HEAD") or ""
+        vendor_git.run(dest, "update-ref", OLD_HEAD_REF, head)
+        new_spec = by_key[key].new
+        upstream = upstream_of(new_spec, new_entry, cache)
+        console.status(f"vendor {state.output}/{project.name}: import {upstream.description}")
+        record.new_upstream = vendor.import_upstream(repo, upstream)
+        vendor_git.set_branch(dest, vendor.PATCHED, record.new_upstream)
+        record.base = record.new_upstream
+        mark(dest, state)
+        state.save()
+
+
+def _take_vendor(record: ProjectState, source: Path, copy: bool) -> None:
+    """Record how to undo what the rebase does to the project's vendor repo (copy it if new)."""
+    dest = record.path
+    if copy:
+        record.created = True
+        if source.is_dir():
+            dirty = vendor_git.status(source) if (source / ".git").is_dir() else []
+            if dirty:
+                raise VendorError(
+                    f"vendor tree {source} has uncommitted changes ({dirty[0].strip()}): commit "
+                    f"and export them (`patchwheel export`), or discard them, then rebase"
+                )
+            tmp = dest.with_name(f".{dest.name}.tmp-{secrets.token_hex(3)}")
+            tmp.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(source, tmp, symlinks=True)
+            os.replace(tmp, dest)
+        return
+    if not (dest / ".git").is_dir():
+        record.snapshot = {"exists": False}
+        return
+    state_file = vendor_git.git_dir(dest) / vendor.STATE_FILE
+    record.snapshot = {
+        "exists": True,
+        "head": vendor_git.rev(dest, "HEAD") or "",
+        "upstream": vendor_git.rev(dest, f"refs/heads/{vendor.UPSTREAM}") or "",
+        "state": state_file.read_text("utf-8") if state_file.is_file() else None,
+    }
+
+
+def mark(repo: Path, state: RebaseState) -> None:
+    marker = vendor_git.git_dir(repo) / vendor.REBASE_MARKER
+    marker.write_text(
+        f"`patchwheel rebase --target {state.target}` (onto {' '.join(state.onto)}) is in "
+        f"progress: {next_commands(state.target)}\n"
+    )
+
+
+def unmark(repo: Path) -> None:
+    (vendor_git.git_dir(repo) / vendor.REBASE_MARKER).unlink(missing_ok=True)
