@@ -24,12 +24,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from patchwheel.config.lock import lock_target
 from patchwheel.config.targets import load_target
 from patchwheel.patching import vendor
 from patchwheel.patching.export import export_project
 from patchwheel.rebase import skip, start
 from patchwheel.upstream.cache import Cache
+from patchwheel.upstream.resolve import lock_target
 from patchwheel.upstream.sources import source_tree
 from patchwheel.workspace import Workspace
 

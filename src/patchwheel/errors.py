@@ -25,6 +25,26 @@ class FetchError(PatchwheelError):
     """A download, an index lookup or a git fetch failed."""
 
 
+class HttpStatusError(FetchError):
+    """An HTTP server answered a request with an error status."""
+
+    def __init__(self, url: str, code: int, reason: str) -> None:
+        super().__init__(f"{url} answered HTTP {code}")
+        self.url = url
+        self.code = code
+        self.reason = reason
+
+
+class UnreachableError(FetchError):
+    """An HTTP request got no answer: refused, timed out, or cut off while reading."""
+
+    def __init__(self, url: str, cause: BaseException) -> None:
+        super().__init__(f"{url}: {cause}")
+        self.url = url
+        self.cause = cause
+        self.reason = getattr(cause, "reason", cause)
+
+
 class HashMismatchError(FetchError):
     """Downloaded or cached bytes do not match the sha256 the lock records."""
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import configparser
-import email.parser
 import re
 import tomllib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from packaging.metadata import RawMetadata, parse_email
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
@@ -18,14 +18,14 @@ from patchwheel.errors import AuditError
 _SKIP_DIRS = {"__pycache__", "tests", "test"}
 
 
-def _pkg_info(root: Path) -> email.message.Message | None:
+def _pkg_info(root: Path) -> RawMetadata | None:
     for candidate in (
         root / "PKG-INFO",
         *sorted(root.glob("*.egg-info/PKG-INFO")),
         *sorted(root.glob("src/*.egg-info/PKG-INFO")),
     ):
         if candidate.is_file():
-            return email.parser.Parser().parsestr(candidate.read_text(encoding="utf-8"))
+            return parse_email(candidate.read_text(encoding="utf-8"))[0]
     return None
 
 
@@ -40,8 +40,8 @@ def _pyproject(root: Path) -> dict[str, object]:
 def project_name(root: Path) -> str | None:
     """The distribution name a source tree declares (PKG-INFO, pyproject.toml or setup.cfg)."""
     info = _pkg_info(root)
-    if info is not None and info.get("Name"):
-        return str(info["Name"])
+    if info is not None and info.get("name"):
+        return info["name"]
     name = _pyproject(root).get("name")
     if isinstance(name, str):
         return name
@@ -109,8 +109,8 @@ def _modules(package_dirs: Sequence[Path]) -> Iterator[ConsumerModule]:
 def _requirements(root: Path) -> list[str]:
     """Every requirement the tree declares, extras included (PKG-INFO, else pyproject.toml)."""
     info = _pkg_info(root)
-    if info is not None and info.get_all("Requires-Dist"):
-        return [str(r) for r in info.get_all("Requires-Dist") or []]
+    if info is not None and info.get("requires_dist"):
+        return list(info.get("requires_dist", []))
     project = _pyproject(root)
     groups = [project.get("dependencies", [])]
     optional = project.get("optional-dependencies", {})

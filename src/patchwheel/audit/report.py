@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from patchwheel import atomic
 from patchwheel.audit.findings import Kind
 from patchwheel.audit.signatures import ProviderSide, changed_names
 
@@ -125,9 +126,7 @@ class AuditReport:
     def write_json(self, path: Path) -> None:
         """Write the JSON report beside `path`, then rename it into place."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(path.name + ".partial")
-        partial.write_text(self.to_json(), encoding="utf-8")
-        partial.replace(path)
+        atomic.write_text(path, self.to_json())
 
     def summary(self) -> dict[str, Any]:
         """The few facts a build manifest records about the audit."""

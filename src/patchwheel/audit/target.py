@@ -7,7 +7,7 @@ declares, resolved with `patchwheel.sources.source_tree`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +16,8 @@ from rich.console import Console
 from patchwheel.audit.engine import Engine
 from patchwheel.audit.report import AuditReport
 from patchwheel.audit.run import audit_pins
+from patchwheel.building.hooks import AuditHook
+from patchwheel.config.targets import Target
 from patchwheel.errors import AuditError, BuildError
 
 if TYPE_CHECKING:
@@ -53,9 +55,6 @@ def audit_trees(
     )
 
 
-AuditHook = Callable[[Any, dict[str, Path]], dict[str, Any]]
-
-
 def build_hook(
     allow_findings: bool,
     *,
@@ -73,7 +72,7 @@ def build_hook(
     """
     out = console or Console(stderr=True, soft_wrap=True)
 
-    def hook(target: Any, trees: dict[str, Path]) -> dict[str, Any]:
+    def hook(target: Target, trees: dict[str, Path]) -> dict[str, Any]:
         if CONSUMER not in trees or PROVIDER not in trees:
             return {"skipped": f"the target does not build both {CONSUMER} and {PROVIDER}"}
         report = audit_trees(trees, baseline=baseline, cache=cache, engine=engine, progress=out)

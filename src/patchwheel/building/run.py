@@ -7,11 +7,11 @@ The outputs are ``build/<target>`` (wheels, manifest, the target's own index) an
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from patchwheel import __version__, console
+from patchwheel import __version__, atomic, console
 from patchwheel.building.hooks import AuditHook
 from patchwheel.building.plan import Unit, inputs_key, plan, warn_headers
 from patchwheel.building.trees import prepare_vendor_trees
@@ -20,6 +20,7 @@ from patchwheel.config.lock import locked_pins
 from patchwheel.config.targets import Target, load_target
 from patchwheel.errors import BuildError
 from patchwheel.index import outputs, static
+from patchwheel.manifest import Manifest, PatchEntry, PinEntry, ProjectEntry, WheelEntry, path_in
 from patchwheel.upstream.cache import Cache, sha256_file
 from patchwheel.workspace import Workspace
 
@@ -31,7 +32,7 @@ class BuildReport:
     target: str
     up_to_date: bool
     outputs: list[Output]
-    manifest: dict[str, Any]
+    manifest: Manifest
     seconds: float
 
 
@@ -63,7 +64,7 @@ def build_target(
         audit_result = audit(target, trees) if audit else None
         results = [build_unit(unit, trees, cache) for unit in units]
         manifest = _manifest(target, key, units, results, audit_result)
-        _store(workspace.build, target.name, key, results, manifest)
+        manifest = _store(workspace.build, target.name, key, results, manifest)
     outputs.refresh_union_index(workspace)
     return BuildReport(target.name, False, results, manifest, time.monotonic() - start)
 
@@ -83,63 +84,71 @@ def _manifest(
     units: list[Unit],
     results: list[Output],
     audit_result: dict[str, Any] | None,
-) -> dict[str, Any]:
+) -> Manifest:
     lock = {k: e for u in units for k, e in u.entries.items()}
-    return {
-        "schema": 1,
-        "target": target.name,
-        "description": target.description,
-        "patchwheel": __version__,
-        "inputs": key,
-        "pins": {
-            k: {f: v for f, v in vars(e).items() if v is not None and f != "key"}
+    return Manifest(
+        target=target.name,
+        description=target.description,
+        patchwheel=__version__,
+        inputs=key,
+        pins={
+            k: PinEntry(e.pin, e.kind, e.sha256, e.filename, e.size, e.url, e.rev, e.commit)
             for k, e in lock.items()
         },
-        "projects": {
-            p.name: {
-                "build": p.build,
-                "patches": [
-                    {"name": x.name, "sha256": x.sha256, "subject": x.subject, "fields": x.fields}
+        projects={
+            p.name: ProjectEntry(
+                p.build,
+                tuple(
+                    PatchEntry(x.name, x.sha256, x.subject, x.fields)
                     for x in next(u.patches for u in units if u.project is p)
-                ],
-            }
+                ),
+            )
             for p in target.projects
         },
-        "wheels": [
-            {
-                "project": r.unit.project.name,
-                "variant": r.unit.variant,
-                "distribution": r.unit.distribution,
-                "version": r.version,
-                "filename": r.filename,
-                "sha256": r.sha256,
-                "size": r.path.stat().st_size,
-                "patched": r.patched,
-                "label": r.unit.label if r.patched else None,
-                "build-key": r.unit.key,
-                "action": r.action,
-                **({"details": r.details} if r.details else {}),
-            }
+        wheels=tuple(
+            WheelEntry(
+                project=r.unit.project.name,
+                variant=r.unit.variant,
+                distribution=r.unit.distribution,
+                version=r.version,
+                filename=r.filename,
+                sha256=r.sha256,
+                size=r.path.stat().st_size,
+                patched=r.patched,
+                label=r.unit.label if r.patched else None,
+                build_key=r.unit.key,
+                action=r.action,
+                details=r.details,
+            )
             for r in results
-        ],
-        "audit": audit_result,
-    }
+        ),
+        audit=audit_result,
+    )
 
 
 def _store(
-    build_dir: Path, name: str, key: str, results: list[Output], manifest: dict[str, Any]
-) -> None:
+    build_dir: Path, name: str, key: str, results: list[Output], manifest: Manifest
+) -> Manifest:
+    """Write a new store for ``build/<name>`` (wheels, metadata files, index, manifest)."""
     store = outputs.new_store(build_dir, name, key)
     wheels = store / "wheels"
     wheels.mkdir()
-    for result, entry in zip(results, manifest["wheels"], strict=True):
+    entries = []
+    for result, entry in zip(results, manifest.wheels, strict=True):
         dest = wheels / result.filename
         outputs.place(result.path, dest)
         if sha256_file(dest) != result.sha256:
             raise BuildError(f"{dest}: sha256 changed while placing it; re-run the build")
         if dest.name.endswith(".whl"):
-            entry["metadata-sha256"], entry["requires-python"] = static.write_metadata_file(dest)
+            metadata_sha256, requires_python = static.write_metadata_file(dest)
+            entries.append(
+                replace(entry, metadata_sha256=metadata_sha256, requires_python=requires_python)
+            )
+        else:
+            entries.append(entry)
+    manifest = replace(manifest, wheels=tuple(entries))
     listed = outputs.artifacts(build_dir, name, manifest)
     static.write_index(store / "simple", build_dir / name / "simple", listed)
-    outputs.write_json(store / "manifest.json", manifest)
-    outputs.publish(build_dir, name, store)
+    atomic.write_json(path_in(store), manifest.to_json())
+    outputs.activate(build_dir, name, store)
+    return manifest

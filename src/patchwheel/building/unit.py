@@ -12,9 +12,8 @@ from typing import Any, Literal
 
 from packaging.utils import parse_sdist_filename
 
-from patchwheel import __version__, console
+from patchwheel import __version__, atomic, console
 from patchwheel.building.plan import BUILD_FORMAT, Unit, start_pin
-from patchwheel.index import outputs
 from patchwheel.patching import vendor
 from patchwheel.upstream.cache import Cache, sha256_file
 from patchwheel.upstream.sources import archive_epoch, artifact_path
@@ -175,7 +174,7 @@ def _store_wheel(cache: Cache, unit: Unit, built: tuple[Path, dict[str, Any]]) -
     with cache.staging_dir("wheel") as tmp:
         path.rename(tmp / path.name)
         meta = {"filename": path.name, "sha256": digest, "version": version, "details": details}
-        outputs.write_json(tmp / "meta.json", meta)
+        atomic.write_json(tmp / "meta.json", meta)
         final_dir.parent.mkdir(parents=True, exist_ok=True)
         if final_dir.exists():
             shutil.rmtree(final_dir)

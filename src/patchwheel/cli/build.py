@@ -42,19 +42,15 @@ def _print(report: BuildReport, workspace: Workspace) -> None:
     table = Table(title=f"target {report.target}", title_justify="left")
     for column in ("project", "variant", "version", "patches", "wheel", "action"):
         table.add_column(column, overflow="fold")
-    wheels = report.manifest.get("wheels", [])
-    patch_counts = {
-        name: len(data.get("patches", []))
-        for name, data in report.manifest.get("projects", {}).items()
-    }
-    for wheel in wheels:
+    patch_counts = {name: len(p.patches) for name, p in report.manifest.projects.items()}
+    for wheel in report.manifest.wheels:
         table.add_row(
-            wheel["project"],
-            wheel["variant"] or "-",
-            wheel["version"],
-            str(patch_counts.get(wheel["project"], 0)),
-            wheel["filename"],
-            "up to date" if report.up_to_date else wheel.get("action", ""),
+            wheel.project,
+            wheel.variant or "-",
+            wheel.version,
+            str(patch_counts.get(wheel.project, 0)),
+            wheel.filename,
+            "up to date" if report.up_to_date else wheel.action,
         )
     console.stderr.print(table)
     where = workspace.target_dir(report.target)

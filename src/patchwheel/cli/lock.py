@@ -6,8 +6,8 @@ import argparse
 
 from patchwheel import console
 from patchwheel.cli import _context
-from patchwheel.config.lock import lock_target
 from patchwheel.config.targets import load_target
+from patchwheel.upstream.resolve import lock_target
 
 
 def register(sub: _context.SubParsers) -> None:

@@ -13,10 +13,11 @@ import os
 import secrets
 import shutil
 from pathlib import Path
-from typing import Any
 
+from patchwheel import manifest
 from patchwheel.errors import BuildError
 from patchwheel.index import static
+from patchwheel.manifest import Manifest, path_in
 from patchwheel.upstream.cache import sha256_bytes, sha256_file
 from patchwheel.workspace import INDEX_NAME, Workspace
 
@@ -45,7 +46,7 @@ def current(build_dir: Path, name: str) -> Path | None:
     return None
 
 
-def publish(build_dir: Path, name: str, store_dir: Path) -> None:
+def activate(build_dir: Path, name: str, store_dir: Path) -> None:
     """Point ``build/<name>`` at ``store_dir`` atomically, then drop unlinked stores of ``name``."""
     link = build_dir / name
     if link.exists() and not link.is_symlink():
@@ -74,51 +75,47 @@ def place(source: Path, dest: Path) -> None:
         os.replace(tmp, dest)
 
 
-def write_json(path: Path, data: object) -> None:
-    """Write JSON atomically (temp + rename), sorted keys off: order is meaningful."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", "utf-8")
-    os.replace(tmp, path)
-
-
-def manifests(build_dir: Path) -> dict[str, dict[str, object]]:
+def manifests(build_dir: Path) -> dict[str, Manifest]:
     """The manifest of every target currently in build/ (through its link)."""
-    out: dict[str, dict[str, object]] = {}
+    out: dict[str, Manifest] = {}
     if not build_dir.is_dir():
         return out
     for link in sorted(build_dir.iterdir()):
-        if link.is_symlink() and link.name != INDEX_NAME and (link / "manifest.json").is_file():
-            out[link.name] = json.loads((link / "manifest.json").read_text("utf-8"))
+        if link.is_symlink() and link.name != INDEX_NAME and path_in(link).is_file():
+            out[link.name] = manifest.read(path_in(link))
     return out
 
 
-def up_to_date(build_dir: Path, name: str, key: str) -> dict[str, Any] | None:
+def up_to_date(build_dir: Path, name: str, key: str) -> Manifest | None:
     """The manifest of ``build/<name>`` if it was built from inputs ``key`` and is intact."""
     store = current(build_dir, name)
-    if store is None or not (store / "manifest.json").is_file():
+    if store is None or not path_in(store).is_file():
         return None
-    manifest: dict[str, Any] = json.loads((store / "manifest.json").read_text("utf-8"))
-    if manifest.get("inputs") != key:
+    try:
+        found = manifest.read(path_in(store))
+    except manifest.ManifestError:
+        return None  # not one patchwheel wrote: rebuild
+    if found.inputs != key:
         return None
-    for wheel in manifest.get("wheels", []):
-        path = store / "wheels" / wheel["filename"]
-        if not path.is_file() or sha256_file(path) != wheel["sha256"]:
+    for wheel in found.wheels:
+        path = store / "wheels" / wheel.filename
+        if not path.is_file() or sha256_file(path) != wheel.sha256:
             return None
-    return manifest
+    return found
 
 
-def artifacts(build_dir: Path, name: str, manifest: dict[str, Any]) -> list[static.Artifact]:
+def artifacts(build_dir: Path, name: str, target: Manifest) -> list[static.Artifact]:
     """The files a target's manifest lists, as the index serves them (through its link)."""
     return [
         static.Artifact(
-            path=build_dir / name / "wheels" / wheel["filename"],
-            project=wheel["distribution"],
-            sha256=wheel["sha256"],
-            metadata_sha256=wheel.get("metadata-sha256"),
-            requires_python=wheel.get("requires-python"),
-            size=wheel.get("size"),
+            path=build_dir / name / "wheels" / wheel.filename,
+            project=wheel.distribution,
+            sha256=wheel.sha256,
+            metadata_sha256=wheel.metadata_sha256,
+            requires_python=wheel.requires_python,
+            size=wheel.size,
         )
-        for wheel in manifest.get("wheels", [])
+        for wheel in target.wheels
     ]
 
 
@@ -128,8 +125,8 @@ def refresh_union_index(workspace: Workspace) -> None:
     with workspace.locked(INDEX_NAME):
         listed = [
             artifact
-            for target_name, manifest in manifests(build_dir).items()
-            for artifact in artifacts(build_dir, target_name, manifest)
+            for target_name, target in manifests(build_dir).items()
+            for artifact in artifacts(build_dir, target_name, target)
         ]
         key = sha256_bytes(json.dumps(sorted(str(a) for a in listed)).encode())
         now = current(build_dir, INDEX_NAME)
@@ -137,4 +134,4 @@ def refresh_union_index(workspace: Workspace) -> None:
             return
         store = new_store(build_dir, INDEX_NAME, key)
         static.write_index(store, build_dir / INDEX_NAME, listed)
-        publish(build_dir, INDEX_NAME, store)
+        activate(build_dir, INDEX_NAME, store)

@@ -19,10 +19,10 @@ import os
 import zipfile
 from collections import defaultdict
 from dataclasses import dataclass
-from email.parser import BytesHeaderParser
 from pathlib import Path
 from urllib.parse import quote
 
+from packaging.metadata import parse_email
 from packaging.utils import (
     InvalidSdistFilename,
     InvalidWheelFilename,
@@ -32,6 +32,7 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
+from patchwheel import atomic
 from patchwheel.errors import BuildError
 from patchwheel.upstream.cache import sha256_bytes
 from patchwheel.wheels.names import find_dist_info, parse_wheel_name
@@ -59,12 +60,8 @@ def write_metadata_file(wheel: Path) -> tuple[str, str | None]:
     with zipfile.ZipFile(wheel) as zf:
         dist_info = find_dist_info(zf.namelist(), name.distribution)
         metadata = zf.read(f"{dist_info}/METADATA")
-    out = wheel.with_name(wheel.name + ".metadata")
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_bytes(metadata)
-    os.replace(tmp, out)
-    headers = BytesHeaderParser().parsebytes(metadata)
-    return sha256_bytes(metadata), headers.get("Requires-Python")
+    atomic.write_bytes(wheel.with_name(wheel.name + ".metadata"), metadata)
+    return sha256_bytes(metadata), parse_email(metadata)[0].get("requires_python")
 
 
 def write_index(staging: Path, final: Path, artifacts: list[Artifact]) -> None:

@@ -11,16 +11,14 @@ from; the vendor tree then records the new series, so the next build reuses it.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import git
 
-from patchwheel import console
+from patchwheel import atomic, console
 from patchwheel.config.targets import load_target
 from patchwheel.errors import PatchError, VendorError
 from patchwheel.patching import vendor, vendor_git
@@ -242,12 +240,12 @@ def write_series_dir(
     series_dir.mkdir(parents=True, exist_ok=True)
     for name, data in files.items():
         if _differs(series_dir / name, data):
-            write_bytes(series_dir / name, data)
+            atomic.write_bytes(series_dir / name, data)
     series = series_dir / SERIES_FILE
     old_text = series.read_text("utf-8") if series.is_file() else ""
     new_text = series_text(old_text, names)
     if new_text != old_text:
-        write_bytes(series, new_text.encode("utf-8"))
+        atomic.write_text(series, new_text)
     for name in removed:
         if name not in names:
             (series_dir / name).unlink(missing_ok=True)
@@ -276,15 +274,6 @@ def series_text(old_text: str, names: Sequence[str]) -> str:
         lines += blocks.get(name, [name])
     lines += pending
     return "\n".join(lines) + "\n" if lines else ""
-
-
-def write_bytes(path: Path, data: bytes) -> None:
-    """Write a file atomically (temp file beside it, then rename)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    Path(tmp).chmod(0o644)
-    os.replace(tmp, path)
 
 
 def _differs(path: Path, data: bytes) -> bool:

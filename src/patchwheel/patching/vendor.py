@@ -20,7 +20,7 @@ from typing import Any
 
 import git
 
-from patchwheel import console
+from patchwheel import atomic, console
 from patchwheel.errors import VendorError
 from patchwheel.patching.patches import DirTree, Offset, Patch, apply_patch
 from patchwheel.upstream import gitsrc
@@ -68,7 +68,7 @@ def prepare(vendor_dir: Path, upstream: Upstream, series: Sequence[Patch]) -> Ve
     state = _read_state(repo)
     snapshot = _Snapshot.take(repo, state)
     txn = Path(repo.git_dir) / TXN_FILE
-    _write_json(txn, snapshot.to_json())
+    atomic.write_json(txn, snapshot.to_json(), indent=1)
     try:
         result = _update(repo, vendor_dir, upstream, series, state, label=vendor_dir)
     except BaseException:
@@ -310,13 +310,7 @@ def _read_state(repo: git.Repo) -> dict[str, object]:
 
 
 def _write_state(repo: git.Repo, state: dict[str, object]) -> None:
-    _write_json(Path(repo.git_dir) / STATE_FILE, state)
-
-
-def _write_json(path: Path, data: object) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n", "utf-8")
-    os.replace(tmp, path)
+    atomic.write_json(Path(repo.git_dir) / STATE_FILE, state, indent=1)
 
 
 @dataclass(frozen=True)

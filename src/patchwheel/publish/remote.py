@@ -9,7 +9,6 @@ project it does not hold) means "not on this repository", never "whatever PyPI h
 from __future__ import annotations
 
 import base64
-import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from http.client import HTTPMessage
@@ -18,10 +17,10 @@ from urllib.parse import urljoin, urlsplit
 
 from packaging.utils import canonicalize_name
 
-from patchwheel.errors import PublishError
+from patchwheel.errors import HttpStatusError, PublishError, UnreachableError
+from patchwheel.http import open_url
 from patchwheel.upstream import simple_api
 
-TIMEOUT_S = 60
 ACCEPT = f"{simple_api.JSON_TYPE}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
 # Where the Simple API lies relative to an upload URL: pypiserver, devpi.
 SIMPLE_SUFFIXES = ("simple/", "+simple/")
@@ -122,7 +121,7 @@ class RemoteIndex:
     def _get(self, url: str) -> tuple[bytes, str, str] | None:
         try:
             return self._open(url, authorize=False)
-        except urllib.error.HTTPError as exc:
+        except HttpStatusError as exc:
             if exc.code != 401:
                 raise self._http_error(url, exc) from exc
             if self.credentials is None:
@@ -132,17 +131,16 @@ class RemoteIndex:
                 ) from exc
         try:
             return self._open(url, authorize=True)
-        except urllib.error.HTTPError as exc:
+        except HttpStatusError as exc:
             raise self._http_error(url, exc) from exc
 
     def _open(self, url: str, *, authorize: bool) -> tuple[bytes, str, str] | None:
-        headers = {"Accept": ACCEPT, "User-Agent": simple_api.USER_AGENT}
+        headers = {"Accept": ACCEPT}
         if authorize and self.credentials is not None:
             token = f"{self.credentials.username}:{self.credentials.password}".encode()
             headers["Authorization"] = "Basic " + base64.b64encode(token).decode()
-        request = urllib.request.Request(url, headers=headers)
         try:
-            with self._opener.open(request, timeout=TIMEOUT_S) as response:
+            with open_url(url, headers=headers, opener=self._opener) as response:
                 return (
                     response.read(),
                     response.headers.get("Content-Type", ""),
@@ -150,18 +148,17 @@ class RemoteIndex:
                 )
         except _OffOrigin:
             return None
-        except urllib.error.HTTPError as exc:
+        except HttpStatusError as exc:
             if exc.code == 404:
                 return None
             raise
-        except (urllib.error.URLError, TimeoutError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
+        except UnreachableError as exc:
             raise PublishError(
-                f"the repository index {self.index_url} is unreachable ({reason}); "
+                f"the repository index {self.index_url} is unreachable ({exc.reason}); "
                 "check the URL and that the server is running"
             ) from exc
 
-    def _http_error(self, url: str, exc: urllib.error.HTTPError) -> PublishError:
+    def _http_error(self, url: str, exc: HttpStatusError) -> PublishError:
         if exc.code in (401, 403):
             return PublishError(
                 f"{url} refused the credentials (HTTP {exc.code} {exc.reason}): check "

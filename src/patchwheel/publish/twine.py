@@ -33,9 +33,8 @@ from urllib.parse import urlsplit
 
 from rich.markup import escape
 
-from patchwheel import console
+from patchwheel import atomic, console, manifest
 from patchwheel.errors import PublishError
-from patchwheel.index import outputs
 from patchwheel.publish.remote import Credentials, RemoteIndex
 from patchwheel.upstream.cache import sha256_file
 from patchwheel.workspace import Workspace
@@ -170,27 +169,32 @@ def check_repository_url(url: str) -> None:
 
 def candidates(target_dir: Path, *, only_patched: bool = False) -> list[Candidate]:
     """The files the target's manifest lists (``build/<target>/wheels``), checked on disk."""
-    manifest_path = target_dir / "manifest.json"
+    manifest_path = manifest.path_in(target_dir)
     if not manifest_path.is_file():
         raise PublishError(
             f"{manifest_path} does not exist: build the target first "
             f"(nox -s build -- --target {target_dir.name})"
         )
-    manifest = json.loads(manifest_path.read_text("utf-8"))
+    try:
+        built = manifest.read(manifest_path)
+    except manifest.ManifestError as exc:
+        raise PublishError(
+            f"{manifest_path} is not a patchwheel manifest ({exc}): rebuild"
+        ) from exc
     found: list[Candidate] = []
-    for wheel in manifest.get("wheels", []):
-        if only_patched and not wheel.get("patched"):
+    for wheel in built.wheels:
+        if only_patched and not wheel.patched:
             continue
-        path = target_dir / "wheels" / wheel["filename"]
+        path = target_dir / "wheels" / wheel.filename
         if not path.is_file():
             raise PublishError(f"{path} is listed in {manifest_path} but missing: rebuild")
         found.append(
             Candidate(
-                filename=wheel["filename"],
+                filename=wheel.filename,
                 path=path,
-                sha256=wheel["sha256"],
-                distribution=wheel["distribution"],
-                patched=bool(wheel.get("patched")),
+                sha256=wheel.sha256,
+                distribution=wheel.distribution,
+                patched=wheel.patched,
                 size=path.stat().st_size,
             )
         )
@@ -304,7 +308,7 @@ def publish_target(
         finally:
             report.seconds = time.monotonic() - start
             if not dry_run:
-                outputs.write_json(target_dir / REPORT_NAME, report.to_json())
+                atomic.write_json(target_dir / REPORT_NAME, report.to_json())
     return report
 
 

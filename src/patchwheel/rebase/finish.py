@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from patchwheel import console
+from patchwheel import atomic, console
 from patchwheel.config.lock import LockedPin, locked_pins, write_lock
 from patchwheel.config.targets import LOCK_FILE, TARGET_FILE, load_target
 from patchwheel.errors import ConfigError
@@ -21,7 +21,6 @@ from patchwheel.index import outputs
 from patchwheel.patching import vendor_git
 from patchwheel.patching.export import (
     check_and_record,
-    write_bytes,
     write_series_dir,
 )
 from patchwheel.patching.patches import Patch, parse_patch, series_names
@@ -140,7 +139,7 @@ def _install_target(
     tmp = workspace.patches / f".{state.output}.rebase-{secrets.token_hex(3)}"
     shutil.copytree(source if source.is_dir() else backup_dir(state), tmp, symlinks=True)
     try:
-        write_bytes(tmp / TARGET_FILE, state.target_toml.encode("utf-8"))
+        atomic.write_text(tmp / TARGET_FILE, state.target_toml)
         new_target = load_target(workspace.patches, tmp.name)
         entries = [LockedPin(**entry) for entry in state.lock]
         write_lock(tmp / LOCK_FILE, entries)
@@ -188,7 +187,7 @@ def _add_report(build_dir: Path, name: str, data: dict[str, Any], text: str) -> 
                 outputs.place(path, store / rel)
     (store / REPORT_MD).write_text(text, "utf-8")
     (store / REPORT_JSON).write_text(payload, "utf-8")
-    outputs.publish(build_dir, name, store)
+    outputs.activate(build_dir, name, store)
     return [build_dir / name / REPORT_MD, build_dir / name / REPORT_JSON]
 
 

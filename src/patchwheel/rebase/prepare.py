@@ -17,7 +17,7 @@ import git
 
 from patchwheel import console
 from patchwheel.building.trees import upstream_of
-from patchwheel.config.lock import LockedPin, resolve
+from patchwheel.config.lock import LockedPin
 from patchwheel.config.targets import TARGET_FILE, PinSpec, Target
 from patchwheel.errors import VendorError
 from patchwheel.patching import vendor, vendor_git
@@ -33,6 +33,7 @@ from patchwheel.rebase.state import (
     RebaseState,
 )
 from patchwheel.upstream.cache import Cache
+from patchwheel.upstream.resolve import resolve
 from patchwheel.workspace import Workspace
 
 OLD_HEAD_REF = "refs/patchwheel/rebase-old-head"

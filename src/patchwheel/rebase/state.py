@@ -8,13 +8,13 @@ of ``patches/<target>/`` before the rebase, which ``--abort`` puts back exactly.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from patchwheel import atomic
 from patchwheel.errors import ConfigError
 from patchwheel.workspace import Workspace
 
@@ -115,10 +115,7 @@ class RebaseState:
     def save(self) -> None:
         """Write state.json atomically."""
         self.home.mkdir(parents=True, exist_ok=True)
-        path = self.home / STATE_FILE
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=1) + "\n", "utf-8")
-        os.replace(tmp, path)
+        atomic.write_json(self.home / STATE_FILE, asdict(self), indent=1)
 
     def project(self, name: str) -> ProjectState:
         """The state of one project."""

@@ -9,11 +9,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from patchwheel import atomic
 from patchwheel.errors import VendorError
 from patchwheel.patching import vendor, vendor_git
-from patchwheel.patching.export import (
-    write_bytes,
-)
 from patchwheel.rebase.prepare import OLD_HEAD_REF, unmark
 from patchwheel.rebase.state import (
     RebaseState,
@@ -61,4 +59,4 @@ def _restore_vendor(path: Path, snapshot: dict[str, Any]) -> None:
     if snapshot["state"] is None:
         state_file.unlink(missing_ok=True)
     else:
-        write_bytes(state_file, snapshot["state"].encode("utf-8"))
+        atomic.write_text(state_file, snapshot["state"])

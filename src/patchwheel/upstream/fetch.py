@@ -9,15 +9,14 @@ from __future__ import annotations
 import hashlib
 import shutil
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from patchwheel import console
-from patchwheel.errors import FetchError, HashMismatchError
+from patchwheel.errors import FetchError, HashMismatchError, HttpStatusError, UnreachableError
+from patchwheel.http import open_url
 from patchwheel.upstream.cache import CHUNK, Cache, sha256_file
-from patchwheel.upstream.simple_api import TIMEOUT_S, USER_AGENT, IndexFile, project_files
+from patchwheel.upstream.simple_api import IndexFile, project_files
 
 RETRIES = 3
 
@@ -100,19 +99,16 @@ def _download(url: str, sha256: str | None, cache: Cache, *, what: str, filename
 
 
 def _copy_http(url: str, out: object, digest: hashlib._Hash, filename: str, what: str) -> None:
-    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+        with open_url(url) as response:
             total = int(response.headers.get("Content-Length") or 0) or None
             with console.transfer(f"download {filename}", total) as advance:
                 while chunk := response.read(CHUNK):
                     digest.update(chunk)
                     out.write(chunk)  # type: ignore[attr-defined]
                     advance(len(chunk))
-    except urllib.error.HTTPError as exc:
-        raise FetchError(f"{what}: {url} answered HTTP {exc.code}") from exc
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        raise FetchError(f"{what}: {url}: {exc}") from exc
+    except (HttpStatusError, UnreachableError) as exc:
+        raise FetchError(f"{what}: {exc}") from exc
 
 
 def _copy_local(source: Path, out: object, digest: hashlib._Hash, filename: str) -> None:

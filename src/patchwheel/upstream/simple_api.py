@@ -1,32 +1,24 @@
 """A client for the package index's Simple API (PEP 503 HTML, PEP 691 JSON), honouring pip's config.
 
-Only index pages are read here; artifacts are downloaded by :mod:`patchwheel.fetch`. pip is never
-asked to build metadata, so an sdist that needs torch to build is just a file.
+Only index pages are read here (through :mod:`patchwheel.http`, from the indexes pip is configured
+with); artifacts are downloaded by :mod:`patchwheel.upstream.fetch`. pip is never asked to build
+metadata, so an sdist that needs torch to build is just a file.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
-from functools import cache
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
 from packaging.utils import canonicalize_name
 
-from patchwheel import __version__
-from patchwheel.errors import FetchError
+from patchwheel.errors import FetchError, HttpStatusError, UnreachableError
+from patchwheel.http import configured_index_urls, open_url
 
-PYPI_SIMPLE = "https://pypi.org/simple/"
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
-USER_AGENT = f"patchwheel/{__version__}"
-TIMEOUT_S = 60
 
 
 @dataclass(frozen=True)
@@ -39,51 +31,6 @@ class IndexFile:
     size: int | None = None
     upload_time: str | None = None
     yanked: bool = False
-
-
-def configured_index_urls() -> list[str]:
-    """The index URLs pip is configured with: index-url first, then extra-index-urls.
-
-    ``PATCHWHEEL_INDEX_URL`` (space-separated) overrides pip's configuration.
-    """
-    override = os.environ.get("PATCHWHEEL_INDEX_URL")
-    if override:
-        return [_with_slash(u) for u in override.split()]
-    return list(_pip_index_urls())
-
-
-@cache
-def _pip_index_urls() -> tuple[str, ...]:
-    """Read ``pip config list`` (files and ``PIP_*`` environment) once per process."""
-    try:
-        out = subprocess.run(
-            [sys.executable, "-m", "pip", "config", "list"],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=60,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        out = ""
-    primary: list[str] = []
-    extra: list[str] = []
-    for line in out.splitlines():
-        key, _, value = line.partition("=")
-        value = value.strip().strip("'\"")
-        option = key.rsplit(".", 1)[-1]
-        if option == "index-url" and value:
-            primary = [value]
-        elif option == "extra-index-url" and value:
-            extra.extend(value.split())
-    env_primary = os.environ.get("PIP_INDEX_URL")
-    if env_primary:
-        primary = [env_primary]
-    urls = (primary or [PYPI_SIMPLE]) + [u for u in extra if u not in primary]
-    return tuple(_with_slash(u) for u in urls)
-
-
-def _with_slash(url: str) -> str:
-    return url if url.endswith("/") else url + "/"
 
 
 def project_files(name: str, index_urls: list[str] | None = None) -> list[IndexFile]:
@@ -102,22 +49,18 @@ def _project_page(index: str, project: str) -> list[IndexFile]:
     page_url = urljoin(index, project + "/")
     if urlsplit(page_url).scheme == "file":
         return _file_page(page_url)
-    request = urllib.request.Request(
-        page_url,
-        headers={"Accept": f"{JSON_TYPE}, text/html;q=0.1", "User-Agent": USER_AGENT},
-    )
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+        with open_url(page_url, headers={"Accept": f"{JSON_TYPE}, text/html;q=0.1"}) as response:
             body = response.read()
             content_type = response.headers.get("Content-Type", "")
             final_url = response.geturl()
-    except urllib.error.HTTPError as exc:
+    except HttpStatusError as exc:
         if exc.code == 404:
             return []
-        raise FetchError(f"index {index}: {page_url} answered HTTP {exc.code}") from exc
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        raise FetchError(f"index {index}: {exc}") from exc
+    except UnreachableError as exc:
         raise FetchError(
-            f"index {index} is unreachable ({exc}); check the network or pip's index-url"
+            f"index {index} is unreachable ({exc.cause}); check the network or pip's index-url"
         ) from exc
     if JSON_TYPE in content_type:
         return parse_json_page(body, final_url)

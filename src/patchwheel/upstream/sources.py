@@ -13,13 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from patchwheel.config.lock import LockedPin, resolve
+from patchwheel.config.lock import LockedPin
 from patchwheel.config.pins import GitPin, IndexPin, PathPin, UrlPin, parse_pin
 from patchwheel.config.targets import PinSpec
 from patchwheel.errors import FetchError, PinError
 from patchwheel.upstream import gitsrc
 from patchwheel.upstream.cache import Cache
 from patchwheel.upstream.fetch import fetch_index_file, fetch_path, fetch_url
+from patchwheel.upstream.resolve import resolve
 
 TREE_READY = ".patchwheel-tree"
 
@@ -57,14 +58,14 @@ def source_tree_of(spec: PinSpec, entry: LockedPin, cache: Cache) -> SourceTree:
         repo = gitsrc.mirror(pin, commit, cache)
         dest = cache.tree_path(f"git-{commit}")
         if not (dest / TREE_READY).is_file():
-            _publish_tree(cache, dest, lambda tmp: _export_git(str(repo.git_dir), commit, tmp))
+            _install_tree(cache, dest, lambda tmp: _export_git(str(repo.git_dir), commit, tmp))
         return SourceTree(dest, gitsrc.commit_time(repo, commit))
     if entry.kind == "directory" and isinstance(pin, PathPin):
         return SourceTree(pin.path, _newest_mtime(pin.path))
     archive = artifact_path(spec, entry, cache)
     dest = cache.tree_path(f"sha256-{entry.sha256}")
     if not (dest / TREE_READY).is_file():
-        _publish_tree(cache, dest, lambda tmp: extract_archive(archive, tmp, what=pin.text))
+        _install_tree(cache, dest, lambda tmp: extract_archive(archive, tmp, what=pin.text))
     return SourceTree(dest, archive_epoch(archive))
 
 
@@ -78,7 +79,7 @@ def source_tree(pin_text: str, cache: Cache | None = None) -> Path:
     return source_tree_of(spec, resolve(spec, cache), cache).path
 
 
-def _publish_tree(cache: Cache, dest: Path, fill: Callable[[Path], None]) -> None:
+def _install_tree(cache: Cache, dest: Path, fill: Callable[[Path], None]) -> None:
     with cache.staging_dir("tree") as tmp:
         fill(tmp)
         (tmp / TREE_READY).write_text("complete\n")

@@ -8,13 +8,11 @@ where a CUDA wheel weighs hundreds of MB). A server that ignores ranges gets the
 from __future__ import annotations
 
 import io
-import urllib.error
-import urllib.request
 import zipfile
 from urllib.parse import unquote, urlsplit
 
-from patchwheel.errors import FetchError
-from patchwheel.upstream.simple_api import TIMEOUT_S, USER_AGENT
+from patchwheel.errors import FetchError, HttpStatusError, UnreachableError
+from patchwheel.http import open_url
 
 TAIL = 256 * 1024
 
@@ -29,18 +27,19 @@ def remote_metadata(url: str, size: int | None, *, what: str) -> bytes:
         return _member(zipfile.ZipFile(unquote(urlsplit(url).path)), what)
     try:
         return _get(url + ".metadata", None)
-    except urllib.error.HTTPError as exc:
+    except HttpStatusError as exc:
         if exc.code != 404:
-            raise FetchError(f"{what}: {url}.metadata answered HTTP {exc.code}") from exc
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        raise FetchError(f"{what}: {url}.metadata: {exc}") from exc
+            raise FetchError(f"{what}: {exc}") from exc
+    except UnreachableError as exc:
+        raise FetchError(f"{what}: {exc}") from exc
     try:
         remote = _RangeFile(url, size or _length(url))
         return _member(zipfile.ZipFile(remote), what)
     except RangeUnsupportedError:
         return _member(zipfile.ZipFile(io.BytesIO(_get(url, None))), what)
-    except (urllib.error.URLError, TimeoutError, OSError, zipfile.BadZipFile) as exc:
-        raise FetchError(f"{what}: could not read the metadata of {url}: {exc}") from exc
+    except (HttpStatusError, UnreachableError, OSError, zipfile.BadZipFile) as exc:
+        detail = exc.__cause__ if isinstance(exc, FetchError) else exc
+        raise FetchError(f"{what}: could not read the metadata of {url}: {detail}") from exc
 
 
 def _member(zf: zipfile.ZipFile, what: str) -> bytes:
@@ -54,11 +53,10 @@ def _member(zf: zipfile.ZipFile, what: str) -> bytes:
 
 
 def _get(url: str, byte_range: tuple[int, int] | None) -> bytes:
-    headers = {"User-Agent": USER_AGENT}
+    headers = {}
     if byte_range is not None:
         headers["Range"] = f"bytes={byte_range[0]}-{byte_range[1]}"
-    request = urllib.request.Request(url, headers=headers)
-    with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+    with open_url(url, headers=headers) as response:
         if byte_range is not None and response.status != 206:
             raise RangeUnsupportedError(url)
         data: bytes = response.read()
@@ -66,8 +64,7 @@ def _get(url: str, byte_range: tuple[int, int] | None) -> bytes:
 
 
 def _length(url: str) -> int:
-    request = urllib.request.Request(url, method="HEAD", headers={"User-Agent": USER_AGENT})
-    with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+    with open_url(url, method="HEAD") as response:
         return int(response.headers["Content-Length"])
 
 

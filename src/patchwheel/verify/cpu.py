@@ -20,6 +20,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from patchwheel import manifest
 from patchwheel.errors import VerifyError
 from patchwheel.verify.compare import RTOL
 from patchwheel.verify.extraction import (
@@ -185,7 +186,7 @@ def verify_cpu(
         max_num_batched_tokens=plan.max_num_batched_tokens,
     )
     try:
-        artifacts = cpu_wheels(read_manifest(target_build_dir), target_build_dir / "manifest.json")
+        artifacts = cpu_wheels(read_manifest(target_build_dir), manifest.path_in(target_build_dir))
         work_dir.mkdir(parents=True, exist_ok=True)
         wheels = installable(artifacts, work_dir)
         with console.status("installing the built wheels into the verify venv"):

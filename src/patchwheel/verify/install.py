@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from patchwheel import manifest
 from patchwheel.errors import VerifyError
 from patchwheel.upstream.cache import sha256_file
 
@@ -70,27 +71,27 @@ class InstalledWheel:
 
 def read_manifest(target_build_dir: Path) -> list[BuiltWheel]:
     """The wheels listed in `target_build_dir/manifest.json`, located in its wheels/ folder."""
-    path = target_build_dir / "manifest.json"
+    path = manifest.path_in(target_build_dir)
     if not path.is_file():
         raise VerifyError(f"{path} not found: build the target first (nox -s build)")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return [
-            BuiltWheel(
-                project=str(w["project"]),
-                variant=w.get("variant"),
-                distribution=str(w["distribution"]),
-                version=str(w["version"]),
-                filename=str(w["filename"]),
-                sha256=str(w["sha256"]),
-                path=target_build_dir / "wheels" / str(w["filename"]),
-            )
-            for w in data["wheels"]
-        ]
-    except (KeyError, TypeError, ValueError) as exc:
+        built = manifest.read(path)
+    except manifest.ManifestError as exc:
         raise VerifyError(
             f"{path} is not a patchwheel manifest ({exc}): rebuild the target"
         ) from exc
+    return [
+        BuiltWheel(
+            project=w.project,
+            variant=w.variant,
+            distribution=w.distribution,
+            version=w.version,
+            filename=w.filename,
+            sha256=w.sha256,
+            path=target_build_dir / "wheels" / w.filename,
+        )
+        for w in built.wheels
+    ]
 
 
 def wheel_from_sdist(sdist: BuiltWheel, out_dir: Path, log: Path) -> BuiltWheel:

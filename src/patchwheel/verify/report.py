@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,6 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from patchwheel import atomic
 from patchwheel.verify.compare import TensorCheck, max_error_per_layer
 
 
@@ -112,9 +111,7 @@ class VerifyReport:
 def write_report(report: VerifyReport, path: Path) -> None:
     """Write the JSON beside its final name, then rename it into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic.write_json(path, report.to_json())
 
 
 def print_summary(report: VerifyReport, console: Console) -> None:

@@ -8,13 +8,13 @@ has: a requirement the installed version does not satisfy is reported, never dro
 
 from __future__ import annotations
 
-import email.parser
 import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.markers import Marker
+from packaging.metadata import parse_email
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
@@ -58,9 +58,8 @@ class Graph:
 
 def requires_dist(metadata: bytes, what: str) -> list[Requirement]:
     """The ``Requires-Dist`` entries of a METADATA file."""
-    message = email.parser.BytesParser().parsebytes(metadata, headersonly=True)
     out = []
-    for text in message.get_all("Requires-Dist") or []:
+    for text in parse_email(metadata)[0].get("requires_dist", []):
         try:
             out.append(Requirement(str(text)))
         except InvalidRequirement as exc:

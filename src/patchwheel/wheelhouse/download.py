@@ -4,8 +4,6 @@ or, without it, from the index (PEP 658 or range requests).
 
 from __future__ import annotations
 
-import os
-import secrets
 from concurrent.futures import ThreadPoolExecutor
 
 from packaging.requirements import Requirement
@@ -13,7 +11,7 @@ from packaging.utils import (
     NormalizedName,
 )
 
-from patchwheel import console
+from patchwheel import atomic, console
 from patchwheel.upstream import wheelmeta
 from patchwheel.upstream.cache import Cache
 from patchwheel.upstream.fetch import fetch_url
@@ -75,7 +73,5 @@ def _remote_metadata(item: Carried, cache: Cache) -> bytes:
     assert item.url is not None
     data = wheelmeta.remote_metadata(item.url, item.size, what=f"{item.name}=={item.version}")
     stored.parent.mkdir(parents=True, exist_ok=True)
-    tmp = stored.with_name(f".{stored.name}.{secrets.token_hex(4)}")
-    tmp.write_bytes(data)
-    os.replace(tmp, stored)
+    atomic.write_bytes(stored, data)
     return data

@@ -21,6 +21,7 @@ from packaging.utils import (
 )
 
 from patchwheel.errors import ConfigError, HashMismatchError
+from patchwheel.manifest import Manifest, PinEntry, WheelEntry
 from patchwheel.upstream.cache import sha256_file
 from patchwheel.upstream.simple_api import project_files
 from patchwheel.wheelhouse.destination import Destination, Installed
@@ -93,7 +94,7 @@ class Root:
 class Plan:
     """Everything resolution needs, decided before uv runs."""
 
-    built: dict[NormalizedName, tuple[dict[str, Any], Path]]
+    built: dict[NormalizedName, tuple[WheelEntry, Path]]
     roots: list[Root]
     installed: Installed
     replaced: dict[NormalizedName, str]
@@ -127,14 +128,12 @@ def read_config(path: Path) -> dict[str, Any]:
     return data
 
 
-def make_plan(
-    manifest: dict[str, Any], store: Path, options: Options, config: dict[str, Any]
-) -> Plan:
+def make_plan(manifest: Manifest, store: Path, options: Options, config: dict[str, Any]) -> Plan:
+    """Everything resolution needs: built wheels, roots, installed packages, the date."""
     variants = {**dict(config.get("variants", {})), **options.variants}
     built = _select_built(manifest, store, variants, options.destination)
     roots = [
-        Root(f"{name}=={entry['version']}", _built_reason(entry))
-        for name, (entry, _) in built.items()
+        Root(f"{name}=={entry.version}", _built_reason(entry)) for name, (entry, _) in built.items()
     ]
     for name in built:
         for eager in EAGER_IMPORTS.get(name, ()):
@@ -155,9 +154,9 @@ def make_plan(
     return Plan(built, roots, keep, replaced, accepted, dropped, cutoff, source)
 
 
-def _built_reason(entry: dict[str, Any]) -> str:
-    variant = f":{entry['variant']}" if entry.get("variant") else ""
-    return f"built wheel of {entry['project']}{variant}"
+def _built_reason(entry: WheelEntry) -> str:
+    variant = f":{entry.variant}" if entry.variant else ""
+    return f"built wheel of {entry.project}{variant}"
 
 
 def _parse_requirement(text: str, source: str) -> Requirement:
@@ -168,41 +167,40 @@ def _parse_requirement(text: str, source: str) -> Requirement:
 
 
 def _select_built(
-    manifest: dict[str, Any],
+    manifest: Manifest,
     store: Path,
     variants: dict[str, str],
     destination: Destination,
-) -> dict[NormalizedName, tuple[dict[str, Any], Path]]:
+) -> dict[NormalizedName, tuple[WheelEntry, Path]]:
     """The manifest's wheels to carry: every source build, one variant per overlay project."""
-    wheels: list[dict[str, Any]] = manifest.get("wheels", [])
-    by_project: dict[str, list[dict[str, Any]]] = {}
-    for entry in wheels:
-        by_project.setdefault(entry["project"], []).append(entry)
+    by_project: dict[str, list[WheelEntry]] = {}
+    for entry in manifest.wheels:
+        by_project.setdefault(entry.project, []).append(entry)
     unknown = sorted(set(variants) - set(by_project) - {"*"})
     if unknown:
         raise ConfigError(
-            f"--variant {', '.join(unknown)}: target {manifest['target']} has no such project "
+            f"--variant {', '.join(unknown)}: target {manifest.target} has no such project "
             f"(projects: {', '.join(sorted(by_project))})"
         )
-    chosen: dict[NormalizedName, tuple[dict[str, Any], Path]] = {}
+    chosen: dict[NormalizedName, tuple[WheelEntry, Path]] = {}
     for project, entries in sorted(by_project.items()):
         wanted = variants.get(project) or variants.get("*")
-        entry = _pick_variant(project, entries, wanted, manifest["target"])
-        path = store / "wheels" / entry["filename"]
+        entry = _pick_variant(project, entries, wanted, manifest.target)
+        path = store / "wheels" / entry.filename
         _check_built(entry, path, destination)
-        chosen[canonicalize_name(entry["distribution"])] = (entry, path)
+        chosen[canonicalize_name(entry.distribution)] = (entry, path)
     return chosen
 
 
 def _pick_variant(
-    project: str, entries: list[dict[str, Any]], wanted: str | None, target: str
-) -> dict[str, Any]:
-    names = [e.get("variant") for e in entries]
+    project: str, entries: list[WheelEntry], wanted: str | None, target: str
+) -> WheelEntry:
+    names = [e.variant for e in entries]
     if names == [None]:
         return entries[0]
     choice = wanted or ("cuda" if "cuda" in names else None)
     for entry in entries:
-        if entry.get("variant") == choice:
+        if entry.variant == choice:
             return entry
     raise ConfigError(
         f"target {target}: project {project} has variants {', '.join(map(str, names))}; "
@@ -211,8 +209,8 @@ def _pick_variant(
     )
 
 
-def _check_built(entry: dict[str, Any], path: Path, destination: Destination) -> None:
-    filename = entry["filename"]
+def _check_built(entry: WheelEntry, path: Path, destination: Destination) -> None:
+    filename = entry.filename
     if not filename.endswith(".whl"):
         raise ConfigError(
             f"{path}: the build output is an sdist (its series is empty, so upstream was copied "
@@ -221,9 +219,9 @@ def _check_built(entry: dict[str, Any], path: Path, destination: Destination) ->
     if not path.is_file():
         raise ConfigError(f"{path} is missing: rebuild the target (`nox -s build`)")
     actual = sha256_file(path)
-    if actual != entry["sha256"]:
+    if actual != entry.sha256:
         raise HashMismatchError(
-            f"{path}: sha256 {actual}, but manifest.json records {entry['sha256']}; the build "
+            f"{path}: sha256 {actual}, but manifest.json records {entry.sha256}; the build "
             "output was changed after the build: rebuild the target (`nox -s build`)"
         )
     tags = parse_wheel_filename(filename)[3]
@@ -232,7 +230,7 @@ def _check_built(entry: dict[str, Any], path: Path, destination: Destination) ->
             f"{filename} does not install on {destination.describe()} (its tags: "
             f"{', '.join(sorted(map(str, tags)))}); choose --platform/--python-version to match"
         )
-    requires = entry.get("requires-python")
+    requires = entry.requires_python
     python = destination.marker_environment()["python_full_version"]
     if requires and not SpecifierSet(requires).contains(python, prereleases=True):
         raise ConfigError(
@@ -279,34 +277,34 @@ def _adjust_installed(
     return replaced, accepted
 
 
-def _cutoff(manifest: dict[str, Any], option: str) -> tuple[str | None, str]:
+def _cutoff(manifest: Manifest, option: str) -> tuple[str | None, str]:
     """The ``--exclude-newer`` moment (RFC 3339, UTC) and what it came from."""
     if option.lower() == "none":
         return None, "none (--exclude-newer none: the newest files at resolution time)"
     if option != "auto":
         return _normalize_moment(option), "--exclude-newer"
     best: tuple[str, str] | None = None
-    for key, pin in sorted(manifest.get("pins", {}).items()):
+    for key, pin in sorted(manifest.pins.items()):
         uploaded = _pin_upload_time(pin)
         if uploaded and (best is None or uploaded > best[0]):
-            best = (uploaded, f"upload time of {pin['filename']} (pin {key})")
+            best = (uploaded, f"upload time of {pin.filename} (pin {key})")
     if best is None:
         raise ConfigError(
-            f"target {manifest['target']}: no pinned file has an upload time on the index "
+            f"target {manifest.target}: no pinned file has an upload time on the index "
             "(PEP 700), so the resolution date is unknown; pass --exclude-newer YYYY-MM-DD"
         )
     return _normalize_moment(best[0]), best[1]
 
 
-def _pin_upload_time(pin: dict[str, Any]) -> str | None:
-    if pin.get("kind") not in ("sdist", "wheel") or not pin.get("filename"):
+def _pin_upload_time(pin: PinEntry) -> str | None:
+    if pin.kind not in ("sdist", "wheel") or not pin.filename:
         return None
     try:
-        name = Requirement(str(pin["pin"])).name
+        name = Requirement(pin.pin).name
     except ValueError:
         return None
     for item in project_files(name):
-        if item.filename == pin["filename"]:
+        if item.filename == pin.filename:
             return item.upload_time
     return None
 

@@ -6,7 +6,7 @@ and writes a PEP 751 ``pylock.toml`` naming, for every package, the wheel that f
 URL, sha256, size and upload time. Nothing here downloads a wheel.
 
 uv reads no configuration of its own here (``--no-config``, ``UV_*`` cleared): the indexes are
-pip's (see :func:`patchwheel.simple_api.configured_index_urls`) and pip's semantics are kept:
+pip's (see :func:`patchwheel.http.configured_index_urls`) and pip's semantics are kept:
 every index is searched and the best version wins (``unsafe-best-match``).
 """
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from patchwheel import console
+from patchwheel import console, manifest
 from patchwheel.errors import ConfigError
 from patchwheel.index import outputs
 from patchwheel.upstream.cache import Cache
@@ -40,19 +39,25 @@ def make_wheelhouse(workspace: Workspace, cache: Cache, options: Options) -> Rep
     config = read_config(workspace.patches / options.target / CONFIG_FILE)
     with workspace.locked(options.target):
         store = outputs.current(workspace.build, options.target)
-        if store is None or not (store / "manifest.json").is_file():
+        if store is None or not manifest.path_in(store).is_file():
             raise ConfigError(
                 f"{workspace.target_dir(options.target)} does not exist: build the target first "
                 f"(`nox -s build -- --target {options.target}`)"
             )
-        manifest: dict[str, Any] = json.loads((store / "manifest.json").read_text("utf-8"))
-        plan = make_plan(manifest, store, options, config)
+        try:
+            built = manifest.read(manifest.path_in(store))
+        except manifest.ManifestError as exc:
+            raise ConfigError(
+                f"{manifest.path_in(store)} is not a patchwheel manifest ({exc}): rebuild the "
+                f"target (`nox -s build -- --target {options.target}`)"
+            ) from exc
+        plan = make_plan(built, store, options, config)
         with cache.staging_dir("wheelhouse") as work:
             carried, graph = solve(plan, options, cache, work)
             check(carried, plan, graph)
             check_fallbacks(carried, plan, graph, options.destination)
             explain(carried, plan, graph)
-            lock = make_lock(manifest, options, plan, carried, graph)
+            lock = make_lock(built, options, plan, carried, graph)
             out = options.out or (store / DIRNAME)
             if not options.dry_run:
                 write_folder(out.resolve(), carried, lock, options.split)

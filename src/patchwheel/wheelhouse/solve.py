@@ -21,9 +21,10 @@ from packaging.version import Version
 
 from patchwheel import console
 from patchwheel.errors import FetchError
+from patchwheel.http import configured_index_urls
 from patchwheel.upstream import wheelmeta
 from patchwheel.upstream.cache import Cache
-from patchwheel.upstream.simple_api import configured_index_urls, project_files
+from patchwheel.upstream.simple_api import project_files
 from patchwheel.wheelhouse import closure, resolve
 from patchwheel.wheelhouse.check import file_version, mismatch_error
 from patchwheel.wheelhouse.destination import Destination, Installed
@@ -300,10 +301,10 @@ def _carried(pinned: list[resolve.Pinned], plan: Plan, destination: Destination)
             out.append(
                 Carried(
                     name=item.name,
-                    version=entry["version"],
-                    filename=entry["filename"],
-                    sha256=entry["sha256"],
-                    size=int(entry["size"]),
+                    version=entry.version,
+                    filename=entry.filename,
+                    sha256=entry.sha256,
+                    size=int(entry.size or 0),
                     origin="build",
                     url=None,
                     upload_time=None,

@@ -4,18 +4,18 @@ SHA256SUMS, join.py and INSTALL.txt, written beside the old folder and swapped i
 
 from __future__ import annotations
 
-import os
 import secrets
 import shutil
 import time
 from pathlib import Path
 from typing import Any
 
-from patchwheel import __version__, console
+from patchwheel import __version__, atomic, console
 from patchwheel.errors import ConfigError, HashMismatchError
+from patchwheel.http import configured_index_urls
 from patchwheel.index import outputs
+from patchwheel.manifest import Manifest
 from patchwheel.upstream.cache import sha256_file
-from patchwheel.upstream.simple_api import configured_index_urls
 from patchwheel.wheelhouse import closure, join, resolve
 from patchwheel.wheelhouse.check import relied_on
 from patchwheel.wheelhouse.plan import Carried, Options, Plan
@@ -26,7 +26,7 @@ STALE_S = 3600
 
 
 def make_lock(
-    manifest: dict[str, Any],
+    manifest: Manifest,
     options: Options,
     plan: Plan,
     carried: list[Carried],
@@ -45,8 +45,8 @@ def make_lock(
     destination = options.destination
     return {
         "schema": SCHEMA,
-        "target": manifest["target"],
-        "inputs": manifest.get("inputs"),
+        "target": manifest.target,
+        "inputs": manifest.inputs,
         "patchwheel": __version__,
         "resolver": resolve.uv_version(),
         "destination": {
@@ -71,7 +71,7 @@ def make_lock(
         ],
         "wheels": [c.as_json() for c in sorted(carried, key=lambda c: c.name)],
         "total-size": sum(c.size for c in carried),
-        "install": install_commands(manifest["target"]),
+        "install": install_commands(manifest.target),
         "split": None,
     }
 
@@ -109,14 +109,14 @@ def write_folder(
                 raise HashMismatchError(
                     f"{item.path}: sha256 changed while placing {item.filename}; re-run"
                 )
-        _write_text(staging / "requirements.txt", _requirements(carried))
+        atomic.write_text(staging / "requirements.txt", _requirements(carried))
         join.write_sums(staging, [(c.filename, c.sha256) for c in carried])
         join.install_join_script(staging)
         if split:
             names = join.split_dir(staging, split)
             lock["split"] = {"part-size": split, "files": names} if names else None
-        _write_text(staging / "INSTALL.txt", install_text(lock))
-        outputs.write_json(staging / LOCK_NAME, lock)
+        atomic.write_text(staging / "INSTALL.txt", install_text(lock))
+        atomic.write_json(staging / LOCK_NAME, lock)
         _swap(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -136,12 +136,6 @@ def _swap(staging: Path, out: Path) -> None:
         out.rename(old)
     staging.rename(out)
     shutil.rmtree(old, ignore_errors=True)
-
-
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, "utf-8")
-    os.replace(tmp, path)
 
 
 def _requirements(carried: list[Carried]) -> str:

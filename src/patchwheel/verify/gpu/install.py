@@ -14,6 +14,7 @@ from typing import Any
 
 from rich.console import Console
 
+from patchwheel import manifest
 from patchwheel.errors import VerifyError
 from patchwheel.verify.gpu.options import GpuOptions
 from patchwheel.verify.install import (
@@ -53,7 +54,7 @@ def gpu_wheels(manifest_dir: Path, wheelhouse: Path | None) -> list[BuiltWheel]:
     return select_wheels(
         read_manifest(manifest_dir),
         GPU_DISTRIBUTIONS,
-        manifest_dir / "manifest.json",
+        manifest.path_in(manifest_dir),
         variant="cuda",
         directory=wheelhouse,
     )

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from patchwheel import atomic
 
 REPORT_NAME = "verify-gpu.json"
 
@@ -52,11 +52,10 @@ class GpuReport:
 
 
 def write_report(report: GpuReport, path: Path, started: float) -> None:
+    """Write verify-gpu.json (atomically), with the wall time since ``started``."""
     report.wall_s = time.monotonic() - started
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(report.to_json(), indent=2) + "\n", "utf-8")
-    os.replace(tmp, path)
+    atomic.write_json(path, report.to_json())
 
 
 def markdown_table(data: dict[str, Any]) -> str:
