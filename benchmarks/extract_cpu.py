@@ -19,18 +19,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from patchwheel.config.targets import default_target_name
+from patchwheel.verify.cpu import extraction_env, installable, prepare_venv
+from patchwheel.verify.install import Venv, cpu_wheels, read_manifest
+from patchwheel.verify.model import make_tiny_llama, prompt_texts, tokenize_prompts
+from patchwheel.verify.plan import VerifyPlan
 from patchwheel.verify.speed import __file__ as _speed_file
 
 SPEED_SCRIPT = Path(_speed_file)
 
 
 def _run_side(python: Path, side: str, request: Path, out: Path, env: dict[str, str]) -> Any:
-    import subprocess
-
     log = out.with_suffix(".log")
     with log.open("w", encoding="utf-8") as handle:
         proc = subprocess.run(
@@ -56,12 +60,6 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--max-num-batched-tokens", type=int, default=8192)
     args = parser.parse_args()
-
-    from patchwheel.config.targets import default_target_name
-    from patchwheel.verify.cpu import extraction_env, installable, prepare_venv
-    from patchwheel.verify.install import Venv, cpu_wheels, read_manifest
-    from patchwheel.verify.model import make_tiny_llama, prompt_texts, tokenize_prompts
-    from patchwheel.verify.plan import VerifyPlan
 
     build = args.root / "build"
     target = args.target or default_target_name(args.root / "patches")

@@ -30,7 +30,7 @@ from patchwheel.patching.export import export_project
 from patchwheel.rebase import skip, start
 from patchwheel.upstream.cache import Cache
 from patchwheel.upstream.resolve import lock_target
-from patchwheel.upstream.sources import source_tree
+from patchwheel.upstream.sources import archive_epoch, artifact_path, source_tree
 from patchwheel.workspace import Workspace
 
 MESSAGE = """bench: tag {path}
@@ -115,7 +115,6 @@ def main() -> int:
             epoch=0,
             tree=old_tree,
         )
-        from patchwheel.upstream.sources import archive_epoch, artifact_path
 
         upstream = vendor.Upstream(
             upstream.identity,

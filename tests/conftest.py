@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import textwrap
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from patchwheel.config.targets import default_target_name
 from patchwheel.upstream.cache import Cache
 
 from . import support
@@ -117,8 +119,6 @@ class DefaultBuild:
         return self.build / "simple"
 
     def manifest(self) -> dict[str, object]:
-        import json
-
         data: dict[str, object] = json.loads((self.target_dir / "manifest.json").read_text())
         return data
 
@@ -126,8 +126,6 @@ class DefaultBuild:
 @pytest.fixture(scope="session")
 def default_build(tmp_path_factory: pytest.TempPathFactory, shared_cache_dir: Path) -> DefaultBuild:
     """``patchwheel build`` of the default target (real PyPI artifacts, real patches)."""
-    from patchwheel.config.targets import default_target_name
-
     root = tmp_path_factory.mktemp("default-build")
     copy_tree(support.REPO_ROOT / "patches", root / "patches")
     name = default_target_name(root / "patches")

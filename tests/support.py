@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import os
@@ -189,7 +190,6 @@ def make_wheel(
     tag: str = "py3-none-any",
 ) -> Path:
     """A valid wheel with the given package files (RECORD and WHEEL included)."""
-    import base64
 
     out_dir.mkdir(parents=True, exist_ok=True)
     dist = f"{name.replace('-', '_')}-{version}.dist-info"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -107,7 +108,6 @@ def test_a_second_clean_build_gives_byte_identical_wheels(
     # Fresh checkout, vendor trees and build cache; only the downloads are shared.
     root = tmp_path / "again"
     (root / "patches").parent.mkdir(parents=True)
-    import shutil
 
     shutil.copytree(support.REPO_ROOT / "patches", root / "patches")
     cache = tmp_path / "cache"

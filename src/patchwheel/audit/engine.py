@@ -24,7 +24,10 @@ from io import StringIO
 from pathlib import Path
 from typing import Any, Protocol
 
+from mypy.version import __version__ as mypy_version
+
 from patchwheel.errors import AuditError
+from patchwheel.upstream.cache import default_root
 
 #: Packages of the auditing environment that mypy may read while checking a provider: without
 #: them, a provider's pydantic dataclasses lose their constructors and every call looks wrong.
@@ -137,8 +140,6 @@ class Engine(Protocol):
 
 def default_cache_dir() -> Path:
     """Where the audit keeps its engine caches: ``audit/`` in patchwheel's cache."""
-    from patchwheel.upstream.cache import default_root
-
     return default_root() / "audit"
 
 
@@ -183,9 +184,7 @@ class MypyEngine:
 
     @property
     def version(self) -> str:
-        from mypy.version import __version__
-
-        return __version__
+        return mypy_version
 
     def check(self, requests: Sequence[CheckRequest]) -> list[CheckResult]:
         unique = list(dict.fromkeys(requests))

@@ -6,7 +6,6 @@ import contextlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -16,9 +15,8 @@ from patchwheel.audit.findings import Kind, ProviderError
 from patchwheel.audit.layout import consumer_modules, declared_pin, project_name, top_level_packages
 from patchwheel.audit.report import AuditReport, BlindSpot, Coverage, Finding, Tree
 from patchwheel.audit.signatures import changes, describe, relocations
-
-if TYPE_CHECKING:
-    from patchwheel.upstream.cache import Cache
+from patchwheel.upstream.cache import Cache
+from patchwheel.upstream.sources import source_tree
 
 
 def run_audit(
@@ -171,8 +169,6 @@ def _tree(pin: str | Path, cache: Cache | None) -> Path:
     """A pin's source tree; a directory (a Path, or a string naming one) is used as it is."""
     if isinstance(pin, Path) or Path(pin).is_dir():
         return Path(pin)
-    from patchwheel.upstream.sources import source_tree
-
     return source_tree(pin, cache)
 
 

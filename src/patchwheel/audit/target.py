@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Console
 
@@ -19,9 +19,7 @@ from patchwheel.audit.run import audit_pins
 from patchwheel.building.hooks import AuditHook
 from patchwheel.config.targets import Target
 from patchwheel.errors import AuditError, BuildError
-
-if TYPE_CHECKING:
-    from patchwheel.upstream.cache import Cache
+from patchwheel.upstream.cache import Cache
 
 CONSUMER = "speculators"
 PROVIDER = "vllm"

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import git
 from packaging.utils import parse_sdist_filename
 
 from patchwheel import __version__, atomic, console
@@ -118,8 +119,6 @@ def _source_build(unit: Unit, vendor_dir: Path, staging: Path) -> tuple[Path, di
 
 
 def _vendor_epoch(vendor_dir: Path) -> int:
-    import git
-
     return int(git.Repo(vendor_dir).commit(vendor.UPSTREAM).committed_date)
 
 

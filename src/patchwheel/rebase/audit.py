@@ -15,6 +15,8 @@ from typing import Any
 import git
 
 from patchwheel import console
+from patchwheel.audit import run_audit
+from patchwheel.audit.layout import declared_pin
 from patchwheel.config.lock import LockedPin, read_lock
 from patchwheel.config.pins import parse_pin
 from patchwheel.config.targets import LOCK_FILE, PinSpec
@@ -23,16 +25,11 @@ from patchwheel.patching import vendor, vendor_git
 from patchwheel.patching.export import applied_entries
 from patchwheel.rebase.state import RebaseState, backup_dir
 from patchwheel.upstream.cache import Cache
-from patchwheel.upstream.sources import source_tree_of
+from patchwheel.upstream.sources import source_tree, source_tree_of
 
 
 def run_audits(state: RebaseState, cache: Cache) -> dict[str, Any]:
     """Audit each changed consumer → provider pair; never raises (errors are recorded)."""
-    try:
-        from patchwheel.audit import run_audit
-        from patchwheel.audit.layout import declared_pin
-    except ImportError:  # pragma: no cover - the audit layer ships with patchwheel
-        return {"status": "unavailable", "reason": "The audit layer is not installed."}
     old_lock = read_lock(backup_dir(state) / LOCK_FILE)
     new_lock = {str(e["key"]): LockedPin(**e) for e in state.lock}
     target_dir = Path(state.patches_dir) / state.output
@@ -109,6 +106,4 @@ def _tree(entry: LockedPin, target_dir: Path, cache: Cache) -> Path:
 
 
 def _tree_of(pin_text: str, cache: Cache) -> Path:
-    from patchwheel.upstream.sources import source_tree
-
     return source_tree(pin_text, cache)

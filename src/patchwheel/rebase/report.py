@@ -15,6 +15,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from patchwheel.config.pins import IndexPin, parse_pin
 from patchwheel.patching.patches import Patch
 from patchwheel.rebase.state import CLASSES, PatchState, RebaseState
 
@@ -27,8 +28,6 @@ _CHANGE_VERSION = re.compile(r"\(([0-9][0-9A-Za-z.+!-]*)\)\s*$")
 
 def project_versions(state: RebaseState) -> dict[str, Version | None]:
     """The version each project's new source pin names (None for git/URL pins)."""
-    from patchwheel.config.pins import IndexPin, parse_pin
-
     out: dict[str, Version | None] = {}
     for entry in state.lock:
         key = str(entry["key"])

@@ -5,6 +5,7 @@ Everything here works offline once the cache holds the pin: network happens only
 
 from __future__ import annotations
 
+import calendar
 import os
 import shutil
 import tarfile
@@ -12,6 +13,8 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+
+import git
 
 from patchwheel.config.lock import LockedPin
 from patchwheel.config.pins import GitPin, IndexPin, PathPin, UrlPin, parse_pin
@@ -139,14 +142,10 @@ def archive_epoch(archive: Path) -> int:
 
 
 def _zip_epoch(date_time: tuple[int, int, int, int, int, int]) -> int:
-    import calendar
-
     return calendar.timegm((*date_time, 0, 0, 0))
 
 
 def _export_git(git_dir: str, commit: str, dest: Path) -> None:
-    import git
-
     repo = git.Repo(git_dir)
     tar_path = dest.parent / (dest.name + ".tar")
     with tar_path.open("wb") as fh:

@@ -24,7 +24,7 @@ from patchwheel.errors import ConfigError, HashMismatchError
 from patchwheel.manifest import Manifest, PinEntry, WheelEntry
 from patchwheel.upstream.cache import sha256_file
 from patchwheel.upstream.simple_api import project_files
-from patchwheel.wheelhouse.destination import Destination, Installed
+from patchwheel.wheelhouse.destination import Destination, Installed, read_installed
 
 CONFIG_FILE = "wheelhouse.toml"
 EAGER_IMPORTS: dict[str, tuple[str, ...]] = {
@@ -242,8 +242,6 @@ def _check_built(entry: WheelEntry, path: Path, destination: Destination) -> Non
 def _installed(options: Options) -> Installed:
     if options.installed is None:
         return Installed()
-    from patchwheel.wheelhouse.destination import read_installed
-
     return read_installed(options.installed)
 
 

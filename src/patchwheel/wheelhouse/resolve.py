@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -95,8 +96,6 @@ def uv_binary() -> str:
 
         return str(find_uv_bin())
     except (ImportError, FileNotFoundError):
-        import shutil
-
         found = shutil.which("uv")
         if found:
             return found

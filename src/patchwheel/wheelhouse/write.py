@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import secrets
 import shutil
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -203,6 +204,4 @@ def install_text(lock: dict[str, Any]) -> str:
 
 
 def _wrap(text: str, width: int = 96) -> str:
-    import textwrap
-
     return textwrap.fill(text, width=width, initial_indent="  ", subsequent_indent="  ")
