@@ -83,11 +83,12 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff (lint + format check) and mypy --strict."""
+    """ruff (lint + format check), mypy --strict and the import-linter layer contracts."""
     _install(session, "lint")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
+    session.run("lint-imports")
 
 
 def _ci_env() -> dict[str, str]:
