@@ -13,8 +13,7 @@ import pytest
 
 from patchwheel.config.targets import default_target_name
 from patchwheel.upstream.cache import Cache
-
-from . import support
+from tests import support
 
 
 @pytest.fixture(scope="session")

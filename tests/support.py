@@ -19,6 +19,14 @@ import git
 
 AUTHOR = ("Test Author", "author@example.com")
 REPO_ROOT = Path(__file__).resolve().parents[1]
+DATA = REPO_ROOT / "tests" / "data"
+# `python3 -m pip list --format=freeze` of the H200 image: torch 2.11.0, transformers 5.17.0.
+H200_FREEZE = DATA / "h200-freeze.txt"
+# The Accept header pip sends to an index (PEP 691).
+PIP_ACCEPT = (
+    "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html; q=0.1, "
+    "text/html; q=0.01"
+)
 
 CORE_PY = '''\
 """Core of tinyproj."""

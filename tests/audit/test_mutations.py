@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from patchwheel.audit import AuditReport, Finding, Kind, MypyEngine, run_audit
-
-from ._sample import CONSUMER, PROVIDER, at, line_of, write_tree
+from tests.audit._sample import CONSUMER, PROVIDER, at, line_of, write_tree
 
 
 def _edit(relative: str, old: str, new: str) -> Callable[[dict[str, str]], None]:

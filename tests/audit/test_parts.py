@@ -11,8 +11,7 @@ from patchwheel.audit.findings import normalize
 from patchwheel.audit.layout import consumer_modules, declared_pin, project_name, top_level_packages
 from patchwheel.audit.signatures import ProviderSide, Signature, changes
 from patchwheel.errors import AuditError
-
-from ._sample import write_tree
+from tests.audit._sample import write_tree
 
 
 def test_declared_pin_from_an_sdist_pkg_info(tmp_path: Path) -> None:

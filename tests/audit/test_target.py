@@ -12,8 +12,7 @@ from rich.console import Console
 from patchwheel.audit import MypyEngine
 from patchwheel.audit.target import audit_trees, build_hook
 from patchwheel.errors import AuditError, BuildError
-
-from ._sample import CONSUMER, PROVIDER, line_of, write_tree
+from tests.audit._sample import CONSUMER, PROVIDER, line_of, write_tree
 
 TARGET = SimpleNamespace(name="tiny-target")
 

@@ -18,8 +18,7 @@ from patchwheel.verify.install import (
     read_manifest,
     reported_archive_sha256,
 )
-
-from .. import support
+from tests import support
 
 
 def make_target(root: Path) -> tuple[Path, Path]:

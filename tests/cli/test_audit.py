@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from patchwheel.cli.audit import add_audit_parser, main_audit
-
-from ._sample import CONSUMER, PROVIDER, write_tree
+from tests.audit._sample import CONSUMER, PROVIDER, write_tree
 
 
 @pytest.fixture

@@ -19,244 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
-from packaging.version import Version
 
-from patchwheel.errors import ConfigError
 from patchwheel.upstream.cache import Cache
 from patchwheel.upstream.sources import source_tree
-from patchwheel.wheelhouse import closure, join
-from patchwheel.wheelhouse.destination import Destination, Installed, read_installed
+from tests import support
 
-from . import support
-
-DATA = Path(__file__).parent / "data"
-H200_FREEZE = DATA / "h200-freeze.txt"
 LOCAL_PLATFORM = f"manylinux_2_17_{platform.machine()}"
 LOCAL_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
-
-
-# --- split / join ---------------------------------------------------------------------------
-
-
-def test_parse_size() -> None:
-    assert join.parse_size("60MiB") == 60 * 1024 * 1024
-    assert join.parse_size("64MB") == 64_000_000
-    assert join.parse_size("1.5k") == 1500
-    assert join.parse_size("4096") == 4096
-    for bad in ("", "0", "60 parsecs", "-1MiB"):
-        with pytest.raises(ValueError, match="size"):
-            join.parse_size(bad)
-
-
-def _random_file(path: Path, size: int) -> str:
-    data = os.urandom(size)
-    path.write_bytes(data)
-    return hashlib.sha256(data).hexdigest()
-
-
-def test_split_join_round_trip_with_the_shipped_script(tmp_path: Path) -> None:
-    folder = tmp_path / "transfer"
-    folder.mkdir()
-    big = _random_file(folder / "big.whl", 2_500_000)
-    exact = _random_file(folder / "exact.bin", 1_000_000)
-    small = _random_file(folder / "small.whl", 1000)
-    join.write_sums(
-        folder,
-        [("big.whl", big), ("exact.bin", exact), ("small.whl", small)],
-    )
-
-    split = join.split_dir(folder, 1_000_000)
-
-    assert split == ["big.whl"]  # exactly the limit is not split
-    names = sorted(p.name for p in folder.iterdir())
-    assert "big.whl" not in names
-    assert {"big.whl.001", "big.whl.002", "big.whl.003", "join.py", "parts.json"} <= set(names)
-    assert max(p.stat().st_size for p in folder.iterdir()) <= 1_000_000
-    manifest = json.loads((folder / "parts.json").read_text())
-    (entry,) = manifest["files"]
-    assert entry["sha256"] == big
-    assert [p["size"] for p in entry["parts"]] == [1_000_000, 1_000_000, 500_000]
-
-    # the destination has Python and nothing else: run the copy in isolated mode, elsewhere
-    moved = shutil.copytree(folder, tmp_path / "arrived")
-    proc = subprocess.run(
-        [sys.executable, "-I", "join.py"], cwd=moved, capture_output=True, text=True, check=False
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "joined  big.whl from 3 parts" in proc.stdout
-    assert hashlib.sha256((moved / "big.whl").read_bytes()).hexdigest() == big
-    assert not list(moved.glob("big.whl.0*"))
-    # a second run finds everything joined and intact
-    again = subprocess.run(
-        [sys.executable, "-I", "join.py"], cwd=moved, capture_output=True, check=False
-    )
-    assert again.returncode == 0
-
-
-def test_join_names_the_damaged_part_and_keeps_the_rest(tmp_path: Path) -> None:
-    folder = tmp_path / "t"
-    folder.mkdir()
-    sha = _random_file(folder / "big.whl", 300_000)
-    join.split_dir(folder, 100_000)
-    damaged = folder / "big.whl.002"
-    data = bytearray(damaged.read_bytes())
-    data[10] ^= 0xFF
-    damaged.write_bytes(bytes(data))
-
-    with pytest.raises(join.PartsError, match=r"big\.whl\.002.*copy it again"):
-        join.join_dir(folder)
-
-    assert not (folder / "big.whl").exists()  # no partial file
-    assert sorted(p.name for p in folder.glob("big.whl.*")) == [
-        "big.whl.001",
-        "big.whl.002",
-        "big.whl.003",
-    ]
-    proc = subprocess.run(
-        [sys.executable, "-I", str(folder / "join.py")], capture_output=True, check=False
-    )
-    assert proc.returncode == 1
-    assert b"big.whl.002" in proc.stderr
-    # the shell way works too once the part is good again
-    data[10] ^= 0xFF
-    damaged.write_bytes(bytes(data))
-    if shutil.which("sha256sum"):
-        subprocess.run("cat big.whl.[0-9][0-9][0-9] > big.whl", shell=True, cwd=folder, check=True)
-        assert hashlib.sha256((folder / "big.whl").read_bytes()).hexdigest() == sha
-
-
-def test_split_and_join_commands(tmp_path: Path) -> None:
-    folder = tmp_path / "f"
-    folder.mkdir()
-    sha = _random_file(folder / "a.bin", 150_000)
-    _random_file(folder / "b.bin", 150_000)
-    cache = tmp_path / "cache"
-
-    split = support.patchwheel(
-        tmp_path, "split", str(folder), "a.bin", "--size", "64kB", cache=cache
-    )
-    assert split.returncode == 0, split.stderr
-    assert (folder / "b.bin").is_file()  # only the named file
-    assert sorted(p.name for p in folder.glob("a.bin.*")) == ["a.bin.001", "a.bin.002", "a.bin.003"]
-
-    join = support.patchwheel(tmp_path, "join", str(folder), cache=cache)
-    assert join.returncode == 0, join.stderr
-    assert hashlib.sha256((folder / "a.bin").read_bytes()).hexdigest() == sha
-
-    bad = support.patchwheel(tmp_path, "split", str(folder), "--size", "lots", cache=cache)
-    assert bad.returncode == 1
-    assert "lots" in bad.stderr
-
-
-# --- the destination ------------------------------------------------------------------------
-
-
-def test_the_gpu_image_freeze_reads() -> None:
-    installed = read_installed(H200_FREEZE)
-    assert len(installed.packages) == 197
-    assert str(installed.version("torch")) == "2.11.0"
-    assert str(installed.version("Transformers")) == "5.17.0"
-    assert str(installed.version("typing_extensions")) == "4.16.0"
-    assert "huggingface-hub" in installed
-    assert installed.version("vllm") is None
-
-
-def test_installed_lists_in_every_pip_format(tmp_path: Path) -> None:
-    freeze = tmp_path / "freeze.txt"
-    freeze.write_text(
-        "# pip freeze\n--index-url https://example.invalid/simple\n"
-        "torch @ file:///wheels/torch-2.11.0%2Bcu130-cp312-cp312-linux_x86_64.whl\n"
-        "numpy==2.5.2\nsome-private-tool\nfoo @ git+https://example.invalid/foo.git\n"
-    )
-    installed = read_installed(freeze)
-    assert str(installed.version("torch")) == "2.11.0+cu130"
-    assert str(installed.version("numpy")) == "2.5.2"
-    assert "some-private-tool" in installed and installed.version("some-private-tool") is None
-    assert "foo" in installed and installed.version("foo") is None
-
-    listed = tmp_path / "list.json"
-    listed.write_text(json.dumps([{"name": "Torch", "version": "2.11.0a0+git1234"}]))
-    assert str(read_installed(listed).version("torch")) == "2.11.0a0+git1234"
-
-    editable = tmp_path / "editable.txt"
-    editable.write_text("numpy==2.5.2\n-e git+https://example.invalid/x.git#egg=x\n")
-    with pytest.raises(ConfigError, match=r"line 2.*pip list --format=freeze"):
-        read_installed(editable)
-    broken = tmp_path / "broken.txt"
-    broken.write_text("numpy==2.5.2\nthis is not a package line\n")
-    with pytest.raises(ConfigError, match=r"broken\.txt: line 2"):
-        read_installed(broken)
-    with pytest.raises(ConfigError, match="pip list --format=freeze"):
-        read_installed(tmp_path / "absent.txt")
-
-
-def test_destination_tags_markers_and_uv_platform() -> None:
-    dest = Destination("3.12", "manylinux_2_28_x86_64")
-    tags = {str(t) for t in dest.supported_tags()}
-    assert "cp312-cp312-manylinux_2_28_x86_64" in tags
-    assert "cp312-abi3-manylinux2014_x86_64" in tags
-    assert "cp38-abi3-manylinux_2_28_x86_64" in tags
-    assert "py3-none-any" in tags
-    assert "cp312-cp312-manylinux_2_31_x86_64" not in tags
-    assert "cp311-cp311-manylinux_2_28_x86_64" not in tags
-    assert "cp312-cp312-manylinux_2_28_aarch64" not in tags
-    assert dest.uv_platform() == "x86_64-manylinux_2_28"
-    env = dest.marker_environment()
-    assert env["python_version"] == "3.12" and env["platform_machine"] == "x86_64"
-    assert Destination("3.12", "manylinux2014_aarch64").uv_platform() == "aarch64-manylinux_2_17"
-    with pytest.raises(ConfigError, match="--platform"):
-        Destination("3.12", "win_amd64")
-    with pytest.raises(ConfigError, match="--python-version"):
-        Destination("three", "manylinux_2_28_x86_64")
-
-
-def _metadata(name: str, *requires: str) -> bytes:
-    lines = ["Metadata-Version: 2.1", f"Name: {name}", "Version: 1.0"]
-    lines += [f"Requires-Dist: {r}" for r in requires]
-    return ("\n".join(lines) + "\n\n").encode()
-
-
-def test_closure_follows_markers_and_extras_and_checks_installed_versions() -> None:
-    metadata = {
-        "app": _metadata(
-            "app",
-            "web[fast]>=1",
-            "torch==2.11.0",
-            "numba==0.65.0",
-            'winonly; sys_platform == "win32"',
-            'tomli; python_version < "3.11"',
-            'xgrammar; platform_machine == "x86_64"',
-        ),
-        "web": _metadata("web", "base", 'turbo; extra == "fast"', 'docs; extra == "docs"'),
-        "base": _metadata("base"),
-        "turbo": _metadata("turbo", "numpy<2.4"),
-        "xgrammar": _metadata("xgrammar"),
-    }
-    carried = {canonicalize_name(n) for n in metadata}
-    env = Destination("3.12", "manylinux_2_28_x86_64").marker_environment()
-    graph = closure.walk([Requirement("app")], carried, lambda n: metadata[n], env)
-    assert graph.parents(canonicalize_name("turbo")) == ["web"]
-    assert graph.parents(canonicalize_name("xgrammar")) == ["app"]
-    assert graph.parents(canonicalize_name("app")) == [closure.REQUESTED]
-    for absent in ("winonly", "tomli", "docs"):
-        assert canonicalize_name(absent) not in graph.required_by
-
-    installed = Installed(
-        "gpu.txt",
-        "",
-        {
-            canonicalize_name("torch"): Version("2.11.0+cu130"),
-            canonicalize_name("numba"): Version("0.68.0"),
-            canonicalize_name("numpy"): Version("2.5.2"),
-        },
-    )
-    found = {
-        (m.name, m.required_by, m.requirement)
-        for m in closure.installed_mismatches(graph, installed)
-    }
-    assert found == {("numba", "app", "numba==0.65.0"), ("numpy", "turbo", "numpy<2.4")}
 
 
 # --- a built target with real dependencies (network: PyPI) ----------------------------------
@@ -471,7 +240,7 @@ def test_an_installed_version_that_does_not_fit_is_reported_not_dropped(
 @pytest.mark.network
 def test_a_fallback_to_an_ancient_wheel_is_refused(tiny: Tiny) -> None:
     # deepspeed publishes sdists only; its one old wheel (0.3.1.dev3, 2020) is not a choice
-    args = ("--exclude-newer", "2025-12-10", *FOREIGN, "--installed", str(H200_FREEZE))
+    args = ("--exclude-newer", "2025-12-10", *FOREIGN, "--installed", str(support.H200_FREEZE))
     proc, _ = tiny.wheelhouse(*args, "--dry-run", "--with", "deepspeed")
     assert proc.returncode == 1
     assert "deepspeed: the newest release as of 2025-12-10T00:00:00Z is 0.18.3" in proc.stderr
@@ -708,7 +477,7 @@ def _speculators_target(root: Path, cache: Path, *, vllm: str | None = None) -> 
 def test_speculators_for_the_gpu_image(tmp_path: Path, shared_cache_dir: Path) -> None:
     root = tmp_path / "co"
     _speculators_target(root, shared_cache_dir)
-    gpu = ("--installed", str(H200_FREEZE), "--dry-run", "--json")
+    gpu = ("--installed", str(support.H200_FREEZE), "--dry-run", "--json")
 
     conflict = support.patchwheel(root, "wheelhouse", *gpu, cache=shared_cache_dir)
     assert conflict.returncode == 1
@@ -752,7 +521,7 @@ def test_vllm_0_26_closure_for_the_gpu_image(tmp_path: Path, shared_cache_dir: P
     (root / "patches" / "gpu" / "wheelhouse.toml").write_text(
         '[drop]\ndeepspeed = "speculators never imports it"\n'
     )
-    gpu = ("--installed", str(H200_FREEZE), "--dry-run", "--json")
+    gpu = ("--installed", str(support.H200_FREEZE), "--dry-run", "--json")
 
     conflict = support.patchwheel(root, "wheelhouse", *gpu, cache=shared_cache_dir)
     assert conflict.returncode == 1

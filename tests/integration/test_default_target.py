@@ -11,9 +11,8 @@ import pytest
 
 from patchwheel.patching.patches import read_series
 from patchwheel.wheels.record import verify_record
-
-from . import support
-from .conftest import DefaultBuild
+from tests import support
+from tests.conftest import DefaultBuild
 
 pytestmark = [pytest.mark.network, pytest.mark.slow]
 

@@ -1,5 +1,6 @@
 """The static index in build/ (PEP 503, 629, 691, 700, 658, 714), ``patchwheel serve``, and pip
-resolving through the metadata files without reading a wheel."""
+resolving through the metadata files without reading a wheel.
+"""
 
 from __future__ import annotations
 
@@ -19,20 +20,13 @@ from urllib.parse import unquote, urldefrag, urljoin
 
 import pytest
 
-from patchwheel.errors import BuildError
-from patchwheel.index.serve import IndexServer, negotiate
-from patchwheel.index.static import JSON_TYPE, Artifact, write_index
-
-from . import support
-from .conftest import DefaultBuild
-from .test_publish import Built, built_once, clean_pip_env
+from patchwheel.index.serve import IndexServer
+from patchwheel.index.static import JSON_TYPE
+from tests import support
+from tests.conftest import DefaultBuild
+from tests.integration.test_publish import Built, built_once, clean_pip_env
 
 __all__ = ["built_once"]  # the module-scoped build fixture, shared with test_publish
-
-PIP_ACCEPT = (
-    "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html; q=0.1, "
-    "text/html; q=0.01"
-)
 
 
 class Anchors(HTMLParser):
@@ -106,46 +100,6 @@ def test_pages_follow_the_simple_api_specs(built_once: Built) -> None:
     assert sdist_entry["filename"] == sdist["filename"] and "core-metadata" not in sdist_entry
 
 
-def test_a_file_shared_by_two_targets_is_listed_once_and_a_clash_is_refused(
-    tmp_path: Path,
-) -> None:
-    build = tmp_path / "build"
-    for target, body in (("a", b"same"), ("b", b"same"), ("c", b"different")):
-        (build / target).mkdir(parents=True)
-        (build / target / "pkg-1.0.tar.gz").write_bytes(body)
-
-    def artifact(target: str) -> Artifact:
-        path = build / target / "pkg-1.0.tar.gz"
-        return Artifact(path=path, project="pkg", sha256=support.sha256(path))
-
-    write_index(tmp_path / "ok", build / "simple", [artifact("a"), artifact("b")])
-    assert len(json.loads((tmp_path / "ok" / "pkg" / "index.json").read_text())["files"]) == 1
-
-    with pytest.raises(BuildError) as info:
-        write_index(tmp_path / "bad", build / "simple", [artifact("a"), artifact("c")])
-    message = str(info.value)
-    assert "pkg-1.0.tar.gz" in message and str(build / "a") in message
-    assert str(build / "c") in message and "new local label" in message
-
-
-@pytest.mark.parametrize(
-    ("accept", "expected"),
-    [
-        ("", "html"),
-        ("*/*", "html"),
-        ("text/html", "html"),
-        (PIP_ACCEPT, "json"),
-        ("application/vnd.pypi.simple.latest+json", "json"),
-        ("application/vnd.pypi.simple.v1+json;q=0.5, text/html", "html"),
-        ("application/vnd.pypi.simple.v1+json;q=0, text/html;q=0.1", "html"),
-        ("application/json", None),
-    ],
-)
-def test_content_negotiation(accept: str, expected: str | None) -> None:
-    chosen = negotiate(accept)
-    assert (chosen[0] if chosen else None) == expected
-
-
 def get(url: str, accept: str | None = None) -> tuple[int, dict[str, str], bytes]:
     request = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
     try:
@@ -159,7 +113,7 @@ def test_serve_negotiates_json_and_hides_internals(built_once: Built) -> None:
     build = built_once.root / "build"
     page = build / "simple" / "speculators"
     with IndexServer(build) as server:
-        status, headers, body = get(server.index_url + "speculators/", PIP_ACCEPT)
+        status, headers, body = get(server.index_url + "speculators/", support.PIP_ACCEPT)
         assert status == 200 and headers["Content-Type"] == JSON_TYPE
         assert headers["Vary"] == "Accept"
         assert body == (page / "index.json").read_bytes()

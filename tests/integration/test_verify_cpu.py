@@ -17,9 +17,8 @@ from patchwheel.errors import VerifyError
 from patchwheel.verify.compare import RTOL
 from patchwheel.verify.cpu import prepare_venv
 from patchwheel.verify.install import Venv, check_installed_files, cpu_wheels, read_manifest
-
-from ..conftest import DefaultBuild
-from .conftest import TARGET, Verified, build_variant, run_verify, series_names
+from tests.conftest import DefaultBuild
+from tests.integration.conftest import TARGET, Verified, build_variant, run_verify, series_names
 
 pytestmark = [pytest.mark.network, pytest.mark.slow]
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from passlib.apache import HtpasswdFile
 
-from . import support
-from .conftest import copy_tree
+from tests import support
+from tests.conftest import copy_tree
 
 NULL_KEYRING = "keyring.backends.null.Keyring"
 # passlib (pypiserver's htpasswd support) imports the stdlib crypt module on import.

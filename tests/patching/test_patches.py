@@ -9,8 +9,7 @@ import pytest
 
 from patchwheel.errors import ConfigError, PatchError
 from patchwheel.patching.patches import DirTree, apply_patch, parse_patch, read_series
-
-from . import support
+from tests import support
 
 
 def format_patch(tmp_path: Path, files: dict[str, str], edits: dict[str, str | None]) -> bytes:

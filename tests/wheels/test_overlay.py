@@ -20,9 +20,8 @@ from patchwheel.upstream.cache import Cache
 from patchwheel.upstream.sources import artifact_path
 from patchwheel.wheels.overlay import build_overlay
 from patchwheel.wheels.record import verify_record
-
-from . import support
-from .conftest import Checkout
+from tests import support
+from tests.conftest import Checkout
 
 HEADER = "From: Test Author <author@example.com>\nDate: Tue, 14 Nov 2023 22:13:20 +0000\n"
 

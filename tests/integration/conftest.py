@@ -13,9 +13,8 @@ from rich.console import Console
 from patchwheel.errors import VerifyError
 from patchwheel.verify.cpu import verify_cpu
 from patchwheel.verify.report import VerifyReport
-
-from .. import support
-from ..conftest import DefaultBuild
+from tests import support
+from tests.conftest import DefaultBuild
 
 TARGET = "vllm-0.32"
 

@@ -13,9 +13,8 @@ import pytest
 from patchwheel.errors import FetchError, HashMismatchError
 from patchwheel.upstream.cache import Cache
 from patchwheel.upstream.fetch import fetch_url
-
-from . import support
-from .conftest import Checkout
+from tests import support
+from tests.conftest import Checkout
 
 
 class Server:

@@ -8,11 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from patchwheel.patching.export import patch_file_name, series_text
-
-from . import support
-from .conftest import Checkout
-from .test_rebase import make_checkout, path_of, replace_line, snapshot_files, write_series
+from tests import support
+from tests.conftest import Checkout
+from tests.integration.test_rebase import (
+    make_checkout,
+    path_of,
+    replace_line,
+    snapshot_files,
+    write_series,
+)
 
 
 @pytest.fixture
@@ -129,15 +133,3 @@ def test_refusals(built: tuple[Checkout, list[str]]) -> None:
     assert snapshot_files(co.patches) != before
     missing = co.run("export", "--project", "nope")
     assert missing.returncode == 1 and "has no project 'nope'" in missing.stderr
-
-
-def test_patch_file_names_follow_git() -> None:
-    assert (
-        patch_file_name(1, "data_generation: stop passing kv_cache_specs to get_kv_cache_config")
-        == "0001-data_generation-stop-passing-kv_cache_specs-to-get_k.patch"
-    )
-    assert patch_file_name(12, "fix ... the thing!") == "0012-fix-.-the-thing.patch"
-    old = "# head\n\na.patch  # why a\n# about b\nb.patch\nc.patch\n# tail\n"
-    assert series_text(old, ["a.patch", "c.patch", "d.patch"]) == (
-        "# head\n\na.patch  # why a\nc.patch\nd.patch\n# tail\n"
-    )

@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 
 from patchwheel.wheels.record import verify_record
-
-from . import support
-from .conftest import Checkout
+from tests import support
+from tests.conftest import Checkout
 
 
 def add_patches(co: Checkout) -> list[str]:
