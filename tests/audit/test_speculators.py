@@ -1,7 +1,7 @@
 """The audit on the real thing: speculators 0.3.0 against vLLM 0.11.0, 0.16.0 and 0.32.0.
 
 Source trees come from the package index (sdists, hash-checked and cached by
-`patchwheel.sources`); nothing is installed or imported. The vLLM sdists are 10-45 MB, so
+`patchwheel.upstream.sources`); nothing is installed or imported. The vLLM sdists are 10-45 MB, so
 these tests are marked `network` (they run offline once the cache holds them).
 """
 

@@ -5,7 +5,7 @@ new one; what only the new one breaks is drift, reported with both locations and
 old and new signature. Entry points, from the most to the least concrete:
 
 - `run_audit` takes source trees already on disk;
-- `audit_pins` takes pins (or directories) and resolves them with `patchwheel.sources`.
+- `audit_pins` takes pins (or directories) and resolves them with `patchwheel.upstream.sources`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 `build` calls `build_hook(...)` once the vendor trees hold upstream + series; `nox -s audit`
 calls `audit_trees` on the same trees. The baseline is the provider version the consumer
-declares, resolved with `patchwheel.sources.source_tree`.
+declares, resolved with `patchwheel.upstream.sources.source_tree`.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ class OverlayResult:
 
 
 class WheelTree:
-    """A :class:`patchwheel.patches.Tree` over a wheel's members; changes stay in memory."""
+    """A :class:`patchwheel.patching.patches.Tree` over a wheel's members (changes in memory)."""
 
     def __init__(self, zf: zipfile.ZipFile, root: str) -> None:
         self._zf = zf
