@@ -27,7 +27,6 @@ from patchwheel.errors import HttpStatusError, UnreachableError
 USER_AGENT = f"patchwheel/{__version__}"
 TIMEOUT_S = 60
 PYPI_SIMPLE = "https://pypi.org/simple/"
-_DEFAULT = urllib.request.build_opener()
 
 
 @contextmanager
@@ -41,13 +40,17 @@ def open_url(
     """The response to a request for ``url`` (read it inside the ``with``).
 
     An error status raises HttpStatusError, no answer (refused, timed out, cut off while
-    reading) UnreachableError; ``opener`` adds handlers (redirect rules) to the default one.
+    reading) UnreachableError; ``opener`` replaces urllib's default one (redirect rules).
     """
     request = urllib.request.Request(
         url, headers={"User-Agent": USER_AGENT, **(headers or {})}, method=method
     )
     try:
-        with (opener or _DEFAULT).open(request, timeout=TIMEOUT_S) as response:
+        if opener is None:
+            response = urllib.request.urlopen(request, timeout=TIMEOUT_S)
+        else:
+            response = opener.open(request, timeout=TIMEOUT_S)
+        with response:
             yield response
     except urllib.error.HTTPError as exc:
         raise HttpStatusError(url, exc.code, str(exc.reason)) from exc
