@@ -86,6 +86,7 @@ def inputs_key(units: list[Unit]) -> str:
 
 
 def warn_headers(units: list[Unit]) -> None:
+    """Say once per patch which required DEP-3 fields it lacks (a warning, not an error)."""
     seen: set[str] = set()
     for unit in units:
         for patch in unit.patches:

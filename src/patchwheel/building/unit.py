@@ -43,6 +43,7 @@ class Output:
 
 
 def build_unit(unit: Unit, trees: dict[str, Path], cache: Cache) -> Output:
+    """The unit's artifact: upstream copied (empty series), the cached wheel, or a new build."""
     if not unit.patches and _has_artifact(unit):
         return _copy_upstream(unit, cache)
     cached = _cached_wheel(cache, unit)

@@ -88,6 +88,7 @@ def locked_pins(target: Target) -> dict[str, LockedPin]:
 
 
 def check_declared_sha(spec: PinSpec, entry: LockedPin) -> None:
+    """Refuse a lock entry whose sha256 differs from the one target.toml declares."""
     if spec.sha256 and entry.sha256 and spec.sha256 != entry.sha256:
         raise LockError(
             f"pin {spec.pin.text!r}: target.toml declares sha256 {spec.sha256}, "

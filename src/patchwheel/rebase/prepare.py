@@ -48,6 +48,7 @@ def next_commands(target: str) -> str:
 
 
 def resolve_changes(changes: Sequence[onto_mod.PinChange], cache: Cache) -> dict[str, LockedPin]:
+    """Resolve each new pin (network), in the order of the changes."""
     resolved = {}
     for change in changes:
         console.status(f"resolve {change.key}: {change.new.pin.text}")
@@ -65,6 +66,7 @@ def new_state(
     output: str,
     warnings: list[str],
 ) -> RebaseState:
+    """The rebase's state at its start: new target.toml and lock, the changes, no projects."""
     new_lock = [resolved.get(spec.key, lock[spec.key]) for spec in target.pin_specs]
     toml_text = onto_mod.rewrite_target_toml(
         (target.root / TARGET_FILE).read_text("utf-8"),
@@ -189,6 +191,7 @@ def _take_vendor(record: ProjectState, source: Path, copy: bool) -> None:
 
 
 def mark(repo: Path, state: RebaseState) -> None:
+    """Mark a vendor repo as in the middle of this rebase (builds and exports refuse it)."""
     marker = vendor_git.git_dir(repo) / vendor.REBASE_MARKER
     marker.write_text(
         f"`patchwheel rebase --target {state.target}` (onto {' '.join(state.onto)}) is in "
@@ -197,4 +200,5 @@ def mark(repo: Path, state: RebaseState) -> None:
 
 
 def unmark(repo: Path) -> None:
+    """Remove the rebase mark of a vendor repo."""
     (vendor_git.git_dir(repo) / vendor.REBASE_MARKER).unlink(missing_ok=True)

@@ -33,6 +33,7 @@ def mismatch_error(
     explanation: str,
     fitting: dict[NormalizedName, str] | None = None,
 ) -> resolve.ResolutionError:
+    """The error listing installed versions that fail requirements, with both ways out."""
     names = sorted({m.name for m in mismatches})
     fits = fitting or {}
     lines = "\n".join(
@@ -147,6 +148,7 @@ def _moment(text: str) -> dt.datetime:
 
 
 def file_version(filename: str) -> Version | None:
+    """The version a wheel or sdist file name carries (None when it has none)."""
     try:
         if filename.endswith(".whl"):
             return parse_wheel_filename(filename)[1]

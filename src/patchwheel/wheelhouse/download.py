@@ -40,6 +40,7 @@ def metadata_graph(
     cache: Cache,
     extras: dict[NormalizedName, bytes],
 ) -> closure.Graph:
+    """The requirement graph of the carried wheels (stubs' metadata for installed extras)."""
     sources = {**_metadata(carried, cache), **extras}
     return closure.walk(
         [Requirement(r.requirement) for r in plan.roots],

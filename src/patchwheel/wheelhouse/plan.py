@@ -86,6 +86,8 @@ class Carried:
 
 @dataclass(frozen=True)
 class Root:
+    """A requirement the wheelhouse carries because it was asked for, and why."""
+
     requirement: str
     reason: str
 

@@ -33,6 +33,7 @@ def make_lock(
     carried: list[Carried],
     graph: closure.Graph,
 ) -> dict[str, Any]:
+    """wheelhouse.lock.json: what is carried, why, from where, for which destination."""
     accepted = [
         {**m.__dict__, "accepted": True}
         for m in closure.installed_mismatches(graph, plan.installed)
