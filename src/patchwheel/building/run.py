@@ -13,7 +13,7 @@ from typing import Any
 
 from patchwheel import __version__, atomic, console
 from patchwheel.building.hooks import AuditHook
-from patchwheel.building.plan import Unit, inputs_key, plan, warn_headers
+from patchwheel.building.plan import Unit, check_headers, inputs_key, plan
 from patchwheel.building.trees import prepare_vendor_trees
 from patchwheel.building.unit import Output, build_unit
 from patchwheel.config.lock import locked_pins
@@ -50,7 +50,7 @@ def build_target(
     lock = locked_pins(target)
     units = plan(target, lock)
     key = inputs_key(units)
-    warn_headers(units)
+    check_headers(units)
     with workspace.locked(target.name):
         existing = outputs.up_to_date(workspace.build, target.name, key)
         if existing is not None:

@@ -94,7 +94,8 @@ def _export(target: str, project: str, series_dir: Path, vendor_dir: Path) -> Ex
         if missing:
             result.warnings.append(
                 f"{patch.name} lacks DEP-3 field(s) {', '.join(missing)}: add them to the "
-                "commit message (`git commit --amend`) and export again"
+                "commit message (`git commit --amend`) and export again; the build refuses "
+                "it until then"
             )
     check_and_record(
         vendor_dir,

@@ -14,7 +14,6 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ import git
 
 from patchwheel import atomic, console
 from patchwheel.errors import VendorError
-from patchwheel.patching.patches import DirTree, Offset, Patch, apply_patch
+from patchwheel.patching.patches import DirTree, Offset, Patch, apply_patch, commit_date
 from patchwheel.upstream import gitsrc
 
 STATE_FILE = "patchwheel-state.json"
@@ -32,6 +31,8 @@ UPSTREAM = "upstream"
 PATCHED = "patched"
 COMMITTER = ("patchwheel", "patchwheel@users.noreply.local")
 # Keep every byte as the pin has it: no eol conversion, keyword expansion or export filtering.
+# The date of a patch without ``Date:`` where no pin date is at hand (zip's epoch, 1980-01-01).
+NO_DATE_EPOCH = 315532800
 ATTRIBUTES = "* -text -eol -ident -filter -working-tree-encoding -export-ignore -export-subst\n"
 
 
@@ -146,7 +147,7 @@ def _update(
     for patch in series[keep:]:
         outcome = apply_patch(patch, DirTree(path))
         result.offsets.extend(outcome.offsets)
-        commit = _commit_patch(repo, patch)
+        commit = _commit_patch(repo, patch, upstream.epoch)
         records.append([patch.name, patch.sha256, commit])
         result.applied.append(patch.name)
     result.head = _head(repo)
@@ -197,12 +198,12 @@ def _import_tree(repo: git.Repo, path: Path, upstream: Upstream) -> str:
     return str(repo.git.execute(["git", "commit-tree", tree, *parents, "-m", message], env=env))
 
 
-def _commit_patch(repo: git.Repo, patch: Patch) -> str:
-    """Commit the worktree as the patch's commit: its author, date and message."""
+def _commit_patch(repo: git.Repo, patch: Patch, epoch: int) -> str:
+    """Commit the worktree as the patch's commit: its author, date (else the pin's) and message."""
     repo.git.add("-A", "-f", ".")
     tree = repo.git.write_tree()
     parent = _head(repo)
-    date = _git_date(patch.date)
+    date = commit_date(patch, epoch)
     env = _identity_env((patch.author, patch.email), COMMITTER, date, date)
     commit = str(
         repo.git.execute(["git", "commit-tree", tree, "-p", parent, "-m", patch.message], env=env)
@@ -210,19 +211,6 @@ def _commit_patch(repo: git.Repo, patch: Patch) -> str:
     repo.git.update_ref(f"refs/heads/{PATCHED}", commit)
     repo.git.reset("-q", "--hard", commit)
     return commit
-
-
-def _git_date(date: str) -> str:
-    if not date:
-        return "0 +0000"
-    try:
-        parsed = parsedate_to_datetime(date)
-    except (TypeError, ValueError):
-        return "0 +0000"
-    offset = parsed.utcoffset()
-    minutes = int(offset.total_seconds() // 60) if offset else 0
-    sign = "+" if minutes >= 0 else "-"
-    return f"{int(parsed.timestamp())} {sign}{abs(minutes) // 60:02d}{abs(minutes) % 60:02d}"
 
 
 def _identity_env(
@@ -360,7 +348,10 @@ def write_state(repo: git.Repo, state: dict[str, object]) -> None:
     _write_state(repo, state)
 
 
-def patch_commit_env(patch: Patch) -> dict[str, str]:
-    """The git environment of a patch's commit: its author and date, our committer."""
-    date = _git_date(patch.date)
+def patch_commit_env(patch: Patch, epoch: int = NO_DATE_EPOCH) -> dict[str, str]:
+    """The git environment of a patch's commit: its author and date, our committer.
+
+    A patch without ``Date:`` takes ``epoch`` (the pin's date where the caller knows it).
+    """
+    date = commit_date(patch, epoch)
     return _identity_env((patch.author, patch.email), COMMITTER, date, date)
