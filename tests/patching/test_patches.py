@@ -13,10 +13,10 @@ from patchwheel.patching.patches import (
     DirTree,
     apply_patch,
     commit_date,
-    is_git_name,
     parse_patch,
     read_series,
 )
+from patchwheel.upstream.sources import is_git_name
 from tests import support
 
 

@@ -13,7 +13,7 @@ from patchwheel.errors import PatchError
 from patchwheel.patching import vendor
 from patchwheel.upstream import gitsrc
 from patchwheel.upstream.cache import Cache
-from patchwheel.upstream.sources import source_tree_of
+from patchwheel.upstream.sources import source_epoch, source_tree_of
 from patchwheel.workspace import Workspace
 
 
@@ -49,15 +49,18 @@ def prepare_vendor_trees(
 
 
 def upstream_of(spec: PinSpec, entry: LockedPin, cache: Cache) -> vendor.Upstream:
-    """What a vendor tree's ``upstream`` branch holds for a locked source pin."""
-    tree = source_tree_of(spec, entry, cache)
+    """What a vendor tree's ``upstream`` branch holds for a locked source pin.
+
+    The extracted source tree (checked file by file against its record) is made only when the
+    vendor tree imports it; a git pin imports straight from its mirror.
+    """
     git_dir = None
     if isinstance(spec.pin, GitPin):
         git_dir = str(gitsrc.mirror(spec.pin, entry.commit or "", cache).git_dir)
     return vendor.Upstream(
         identity=entry.identity,
         description=f"{spec.pin.text} ({entry.kind} {entry.identity[:12]})",
-        epoch=tree.epoch,
-        tree=None if git_dir else tree.path,
+        epoch=source_epoch(spec, entry, cache),
         git_dir=git_dir,
+        tree_source=None if git_dir else lambda: source_tree_of(spec, entry, cache).path,
     )

@@ -24,6 +24,7 @@ from unidiff.patch import Hunk, PatchedFile, PatchSet
 
 from patchwheel.errors import ConfigError, PatchError
 from patchwheel.upstream.cache import sha256_bytes
+from patchwheel.upstream.sources import is_git_name
 
 DEV_NULL = "/dev/null"
 SERIES_FILE = "series"
@@ -43,11 +44,6 @@ _SUBJECT_PREFIX = re.compile(r"^\s*(\[[^\]]*\]\s*)+")
 _FIELD_LINE = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):\s?(.*)$")
 SYMLINK_MODE = "120000"
 SUBMODULE_MODE = "160000"
-# Code points HFS+ ignores in file names (git's is_hfs_dotgit list): ".g\u200cit" is ".git" there.
-_HFS_IGNORED = frozenset(
-    "\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
-    "\u206a\u206b\u206c\u206d\u206e\u206f\ufeff"
-)
 _HUNK_RE = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 
 
@@ -391,17 +387,6 @@ def check_path(patch_name: str, raw: str) -> str:
                 "one, in any case; refused"
             )
     return path
-
-
-def is_git_name(part: str) -> bool:
-    """Whether a path component names git's own directory on some filesystem.
-
-    ``.git`` in any case (case-insensitive filesystems), with trailing dots or spaces (Windows
-    drops them), with characters HFS+ ignores, or as its 8.3 short name ``git~1``: what git's
-    own ``core.protectNTFS`` / ``core.protectHFS`` guard against.
-    """
-    folded = "".join(ch for ch in part if ch not in _HFS_IGNORED).casefold().rstrip(". ")
-    return folded in (".git", "git~1")
 
 
 # --------------------------------------------------------------------------- applying

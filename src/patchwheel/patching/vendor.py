@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,15 @@ class Upstream:
     epoch: int  # the pin's own timestamp
     tree: Path | None = None  # an extracted source tree to import …
     git_dir: str | None = None  # … or a mirror holding the commit `identity`
+    tree_source: Callable[[], Path] | None = None  # … or what gives that tree when needed
+
+    def source_tree(self) -> Path:
+        """The tree to import (made, and verified, only when an import needs it)."""
+        if self.tree is not None:
+            return self.tree
+        if self.tree_source is None:
+            raise VendorError(f"{self.description}: no source tree to import")
+        return self.tree_source()
 
 
 @dataclass
@@ -164,14 +173,13 @@ def _import_upstream(repo: git.Repo, path: Path, upstream: Upstream) -> str:
         repo.git.fetch("--quiet", "--no-tags", upstream.git_dir, upstream.identity)
         commit = upstream.identity
     else:
-        assert upstream.tree is not None
         commit = _import_tree(repo, path, upstream)
     repo.git.update_ref(f"refs/heads/{UPSTREAM}", commit)
     return commit
 
 
 def _import_tree(repo: git.Repo, path: Path, upstream: Upstream) -> str:
-    assert upstream.tree is not None
+    source = upstream.source_tree()
     for child in path.iterdir():
         if child.name == ".git":
             continue
@@ -180,7 +188,7 @@ def _import_tree(repo: git.Repo, path: Path, upstream: Upstream) -> str:
         else:
             child.unlink()
     shutil.copytree(
-        upstream.tree,
+        source,
         path,
         symlinks=True,
         dirs_exist_ok=True,
