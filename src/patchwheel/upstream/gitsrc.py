@@ -64,6 +64,12 @@ def mirror(pin: GitPin, commit: str, cache: Cache) -> git.Repo:
     repo = _open_or_init(path)
     if _has_commit(repo, commit):
         return repo
+    if not pin.is_commit:
+        # Before anything is fetched: once the moved tag's history (which may contain the
+        # locked commit) is in the mirror, the next run would find the commit and go on.
+        current = ls_remote(pin)
+        if current != commit:
+            raise _moved(pin, current, commit)
     console.status(f"git fetch {pin.url}")
     try:
         repo.git.execute(
@@ -84,15 +90,19 @@ def mirror(pin: GitPin, commit: str, cache: Cache) -> git.Repo:
         raise FetchError(f"pin {pin.text!r}: git fetch failed: {exc.stderr.strip()}") from exc
     if not pin.is_commit:
         current = resolve_in(repo, pin.rev)
-        if current != commit:
-            raise LockError(
-                f"pin {pin.text!r}: {pin.rev!r} now points to {current}, but the lock records "
-                f"{commit}; the tag or branch moved. Re-lock on purpose with "
-                "`nox -s lock -- --update NAME` if the new commit is trusted"
-            )
+        if current != commit:  # it moved between ls-remote and fetch
+            raise _moved(pin, current, commit)
     if not _has_commit(repo, commit):
         raise FetchError(f"pin {pin.text!r}: commit {commit} is not in {pin.url}")
     return repo
+
+
+def _moved(pin: GitPin, current: str, commit: str) -> LockError:
+    return LockError(
+        f"pin {pin.text!r}: {pin.rev!r} now points to {current}, but the lock records "
+        f"{commit}; the tag or branch moved. Re-lock on purpose with "
+        f"`nox -s lock -- --update {pin.project}` if the new commit is trusted"
+    )
 
 
 def resolve_in(repo: git.Repo, rev: str) -> str:
