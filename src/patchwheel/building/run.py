@@ -14,7 +14,11 @@ from typing import Any
 from patchwheel import __version__, atomic, console
 from patchwheel.building.hooks import AuditHook
 from patchwheel.building.plan import Unit, check_headers, inputs_key, plan
-from patchwheel.building.trees import prepare_vendor_trees
+from patchwheel.building.trees import (
+    prepare_vendor_trees,
+    recover_vendor_trees,
+    vendor_trees_current,
+)
 from patchwheel.building.unit import Output, build_unit
 from patchwheel.config.lock import locked_pins
 from patchwheel.config.targets import Target, load_target
@@ -52,20 +56,23 @@ def build_target(
     key = inputs_key(units)
     check_headers(units)
     with workspace.locked(target.name):
+        # A killed run's half-applied vendor tree goes back to its last good state first:
+        # nothing is decided on a tree in that state.
+        recover_vendor_trees(target, workspace)
         existing = outputs.up_to_date(workspace.build, target.name, key)
         if existing is not None:
-            outputs.collect(workspace.build, target.name)
-            console.status(
-                f"[green]{target.name} is up to date[/] (inputs {key[:12]}): nothing rebuilt"
-            )
-            outputs.refresh_union_index(workspace)
+            what = "nothing rebuilt"
+            if not vendor_trees_current(target, lock, units, workspace):
+                prepare_vendor_trees(target, lock, units, workspace, cache)
+                what = "vendor trees brought to the series, outputs kept"
+            outputs.settle(workspace.build, target.name)
+            console.status(f"[green]{target.name} is up to date[/] (inputs {key[:12]}): {what}")
             return BuildReport(target.name, True, [], existing, time.monotonic() - start)
         trees = prepare_vendor_trees(target, lock, units, workspace, cache)
         audit_result = audit(target, trees) if audit else None
         results = [build_unit(unit, trees, cache) for unit in units]
         manifest = _manifest(target, key, units, results, audit_result)
         manifest = _store(workspace.build, target.name, key, results, manifest)
-    outputs.refresh_union_index(workspace)
     return BuildReport(target.name, False, results, manifest, time.monotonic() - start)
 
 
@@ -75,6 +82,7 @@ def vendor_trees(target_name: str, workspace: Workspace, cache: Cache) -> dict[s
     lock = locked_pins(target)
     units = plan(target, lock)
     with workspace.locked(target.name):
+        recover_vendor_trees(target, workspace)
         return prepare_vendor_trees(target, lock, units, workspace, cache)
 
 
@@ -135,7 +143,7 @@ def _store(
     wheels.mkdir()
     entries = []
     for result, entry in zip(results, manifest.wheels, strict=True):
-        dest = wheels / result.filename
+        dest = outputs.store_file(store, result.filename)
         outputs.place(result.path, dest)
         if sha256_file(dest) != result.sha256:
             raise BuildError(f"{dest}: sha256 changed while placing it; re-run the build")

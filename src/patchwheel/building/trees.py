@@ -48,6 +48,27 @@ def prepare_vendor_trees(
     return trees
 
 
+def recover_vendor_trees(target: Target, workspace: Workspace) -> None:
+    """Undo what a killed run left in the target's vendor trees (before any decision)."""
+    for project in target.projects:
+        vendor.recover(workspace.vendor_dir(target.name, project.name))
+
+
+def vendor_trees_current(
+    target: Target, lock: dict[str, LockedPin], units: list[Unit], workspace: Workspace
+) -> bool:
+    """Whether every vendor tree is clean at its pin + series (no source needed to tell)."""
+    series = {u.project.name: u.patches for u in units}
+    return all(
+        vendor.is_current(
+            workspace.vendor_dir(target.name, project.name),
+            lock[project.source.key].identity,
+            series[project.name],
+        )
+        for project in target.projects
+    )
+
+
 def upstream_of(spec: PinSpec, entry: LockedPin, cache: Cache) -> vendor.Upstream:
     """What a vendor tree's ``upstream`` branch holds for a locked source pin.
 

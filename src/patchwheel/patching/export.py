@@ -61,6 +61,7 @@ def export_project(workspace: Workspace, target_name: str, project_name: str) ->
     project = target.project(project_name)
     vendor_dir = workspace.vendor_dir(target.name, project.name)
     with workspace.locked(target.name):
+        vendor.recover(vendor_dir)  # a killed build's half-applied series is not a commit
         return _export(target.name, project.name, project.series_dir, vendor_dir)
 
 

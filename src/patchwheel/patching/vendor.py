@@ -89,23 +89,53 @@ def prepare(vendor_dir: Path, upstream: Upstream, series: Sequence[Patch]) -> Ve
     return result
 
 
-def _remove_stale_temps(vendor_dir: Path) -> None:
+def recover(vendor_dir: Path) -> bool:
+    """Undo what a killed run left in a vendor tree (half-made copies, a half-applied series).
+
+    The tree goes back to its state before that run (the last good state). Call it before
+    deciding anything about the tree (the caller holds the target's lock). Returns whether
+    there was anything to undo.
+    """
+    stale = _remove_stale_temps(vendor_dir)
+    return _recover(vendor_dir) or stale
+
+
+def is_current(vendor_dir: Path, identity: str, series: Sequence[Patch]) -> bool:
+    """Whether a vendor tree is clean at ``identity`` + ``series`` (nothing to do)."""
+    if not (vendor_dir / ".git").is_dir():
+        return False
+    try:
+        repo = _open_ours(vendor_dir)
+    except VendorError:
+        return False  # dirty, foreign or in a rebase: `prepare` says what is wrong
+    state = _read_state(repo)
+    applied = state.get("applied")
+    if state.get("upstream") != identity or not isinstance(applied, list):
+        return False
+    return [entry[:2] for entry in applied] == [[p.name, p.sha256] for p in series]
+
+
+def _remove_stale_temps(vendor_dir: Path) -> bool:
     """Drop half-made vendor trees of interrupted runs (callers hold the target's lock)."""
+    found = False
     if vendor_dir.parent.is_dir():
         for stale in vendor_dir.parent.glob(f".{vendor_dir.name}.tmp-*"):
             shutil.rmtree(stale, ignore_errors=True)
+            found = True
+    return found
 
 
-def _recover(vendor_dir: Path) -> None:
+def _recover(vendor_dir: Path) -> bool:
     """Undo a run that was killed while it changed the vendor tree."""
     txn = vendor_dir / ".git" / TXN_FILE
     if not txn.is_file():
-        return
+        return False
     console.status(f"vendor {vendor_dir}: restoring the state before an interrupted run")
     (vendor_dir / ".git" / "index.lock").unlink(missing_ok=True)  # left by a killed git
     snapshot = _Snapshot.from_json(json.loads(txn.read_text("utf-8")))
     snapshot.restore(git.Repo(vendor_dir))
     txn.unlink()
+    return True
 
 
 def _create(vendor_dir: Path, upstream: Upstream, series: Sequence[Patch]) -> VendorResult:
