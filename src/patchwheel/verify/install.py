@@ -94,6 +94,17 @@ def read_manifest(target_build_dir: Path) -> list[BuiltWheel]:
     ]
 
 
+def built_inputs(target_build_dir: Path) -> str | None:
+    """The inputs hash of the build a report verifies (manifest.json's ``inputs``).
+
+    A report carries it so that ``publish --require-verified`` accepts it for this build only.
+    """
+    try:
+        return manifest.read(manifest.path_in(target_build_dir)).inputs
+    except (OSError, manifest.ManifestError):
+        return None
+
+
 def wheel_from_sdist(sdist: BuiltWheel, out_dir: Path, log: Path) -> BuiltWheel:
     """The wheel of an sdist artifact (a project whose series is empty), built with pip here."""
     out_dir.mkdir(parents=True, exist_ok=True)
