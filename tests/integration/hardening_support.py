@@ -9,6 +9,7 @@ exit status, the output and the filesystem.
 from __future__ import annotations
 
 import base64
+import difflib
 import gzip
 import hashlib
 import html.parser
@@ -628,8 +629,6 @@ def patch_text(
     date: str | None = "Tue, 14 Nov 2023 22:13:20 +0000",
 ) -> str:
     """A ``git format-patch``-shaped file of unified diffs (old None: a new file)."""
-    import difflib
-
     head = "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
     head += f"From: {AUTHOR[0]} <{AUTHOR[1]}>\n"
     if date is not None:
@@ -696,6 +695,22 @@ def describe(event, args):
     return event + " " + " ".join(paths)
 
 
+def site(event, args):
+    """Where in patchwheel the mutation comes from: its frames (module:function:line)."""
+    frames = []
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if name.startswith("patchwheel"):
+            frames.append(f"{name}:{frame.f_code.co_name}:{frame.f_lineno}")
+        frame = frame.f_back
+    what = event
+    if event == "subprocess.Popen":
+        argv = args[1] if isinstance(args[1], (list, tuple)) else [args[1]]
+        what += " " + " ".join(str(a) for a in argv[:2])
+    return what + " @ " + " < ".join(frames)
+
+
 def hook(event, args):
     global count
     if event == "open":
@@ -707,7 +722,8 @@ def hook(event, args):
     elif event not in EVENTS:
         return
     count += 1
-    line = f"{count}\t{describe(event, args)}"[:400].replace("\n", " ") + "\n"
+    description = describe(event, args)[:300].replace("\n", " ").replace("\t", " ")
+    line = f"{count}\t{description}\t{site(event, args)}".replace("\n", " ") + "\n"
     os.write(LOG, line.encode("utf-8", "replace"))
     if count == KILL_AT:
         os.killpg(0, signal.SIGKILL)
@@ -726,8 +742,9 @@ def run_killed(
 ) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     """Run ``patchwheel ARGS`` killed just before its ``kill_at``-th mutation (0: never).
 
-    Returns the run and the mutations it logged (``"N\\tdescription"``), the last being the
-    one it was killed before.
+    Returns the run and the mutations it logged (``"N\\tdescription\\tsite"``, the site being
+    the event and the patchwheel frames it came from), the last being the one it was killed
+    before.
     """
     runner = log.with_suffix(".runner.py")
     runner.write_text(KILL_RUNNER)

@@ -4,8 +4,12 @@ Deterministic instead of timed: the build runs in a child Python whose audit hoo
 filesystem mutation (a file opened for writing, rename/replace, link, symlink, unlink, mkdir,
 rmdir, rmtree, chmod, utime, temp files) and every subprocess it starts (each git command),
 and SIGKILLs its own process group just before the N-th one. An uninterrupted run counts them
-first; the slow test kills before every one of them, N = 1 … total; the fast tests kill at the
-two moments the issue names.
+first, each with its *site*: the event (and git subcommand) and the chain of patchwheel frames
+it came from. The CI test kills before the first event of every distinct site — every link
+swap, every index and manifest write, every step of a vendor tree, every collection — which
+covers each line of code that mutates something once (a loop's later rounds run the same
+code); the slow test kills before every event, N = 1 … total; two more tests kill at the two
+moments the issue names.
 
 Starting point: target ``tiny`` (``tinyproj``, an overlay build with series A = patches 1, 2;
 ``tinydep``, an sdist served unchanged) built with A. The killed build is of series B =
@@ -26,6 +30,7 @@ import os
 import re
 import shutil
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +39,9 @@ import pytest
 from . import hardening_support as hs
 
 PROJECTS = ("tinyproj", "tinydep")
+# Kill points run two at a time (each is a chain of subprocesses: mostly waiting on git and
+# Python start-up); HARDENING_KILL_WORKERS overrides.
+WORKERS = int(os.environ.get("HARDENING_KILL_WORKERS", "2"))
 
 
 @dataclass
@@ -128,7 +136,7 @@ def kill_and_recover(t: KillTemplate, n: int, where: Path) -> tuple[str, list[st
     ws = hs.copy_workspace(t.ws, t.base, where)
     hs.write_series(ws.series_dir(), t.series_b)
     result, events = hs.run_killed(ws, n, where / "events.log", "build", "--no-audit")
-    event = events[-1].split("\t", 1)[1] if events else "?"
+    event = events[-1].split("\t")[1] if events else "?"
     problems = []
     if result.returncode != -9:
         problems.append(f"the run was not killed (exit {result.returncode}, {len(events)} events)")
@@ -146,7 +154,7 @@ def normalize(problem: str, where: Path) -> str:
 
 def event_number(t: KillTemplate, pattern: str, offset: int = 0) -> int:
     for line in t.events:
-        number, description = line.split("\t", 1)
+        number, description = line.split("\t")[:2]
         if re.search(pattern, description):
             return int(number) + offset
     raise AssertionError(f"no mutation matches {pattern!r}: {t.events}")
@@ -201,17 +209,68 @@ def test_kill_at_a_named_moment_loses_and_leaks_nothing(
     assert not problems, f"killed before mutation {n} ({event}):\n" + "\n".join(problems)
 
 
+def site_kill_points(events: list[str]) -> list[int]:
+    """The first event of each distinct site (event kind, git subcommand, patchwheel frames)."""
+    seen: set[str] = set()
+    points = []
+    for line in events:
+        number, _description, site = line.split("\t")
+        if site not in seen:
+            seen.add(site)
+            points.append(int(number))
+    return points
+
+
+def kill_at_each(template: KillTemplate, points: list[int], tmp_path: Path) -> str | None:
+    """Kill and recover at each point (two at a time); the grouped report of failures."""
+
+    def one(n: int) -> tuple[int, str, list[str]]:
+        where = tmp_path / f"n{n:04d}"
+        event, problems = kill_and_recover(template, n, where)
+        shutil.rmtree(where, ignore_errors=True)
+        return n, normalize(event, where), [normalize(p, where) for p in problems]
+
+    failures: dict[int, tuple[str, list[str]]] = {}
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        for n, event, problems in pool.map(one, points):
+            if problems:
+                failures[n] = (event, problems)
+    return report(failures, len(points)) if failures else None
+
+
+def test_kill_before_every_mutation_site_of_a_build_loses_and_leaks_nothing(
+    template: KillTemplate, tmp_path: Path
+) -> None:
+    points = site_kill_points(template.events)
+    sites = {line.split("\t")[2] for line in template.events}
+    assert len(points) == len(sites)
+    # Every link swap is a kill point of its own, and so is a write of every kind of index
+    # page (HTML and JSON, root and project) of both stores (the target's, build/simple's).
+    by_number = {int(e.split("\t")[0]): e.split("\t")[1] for e in template.events}
+    swaps = [
+        n for n, d in by_number.items() if re.search(r"^os\.rename .*/build/(tiny|simple)$", d)
+    ]
+    assert len(swaps) == 2 and set(swaps) <= set(points), swaps
+    pages = {
+        (m.group(1), m.group(2) is not None, m.group(3))
+        for n in points
+        if (
+            m := re.search(
+                r"/\.store/(tiny|simple)\.[^/]+/(?:simple/)?(\w+/)?index\.(html|json) w$",
+                by_number[n],
+            )
+        )
+    }
+    assert len(pages) == 8, sorted(pages)
+    failed = kill_at_each(template, points, tmp_path)
+    assert failed is None, failed
+
+
 @pytest.mark.slow
 def test_kill_before_every_mutation_of_a_build_loses_and_leaks_nothing(
     template: KillTemplate, tmp_path: Path
 ) -> None:
     total = len(template.events)
     stride = int(os.environ.get("HARDENING_KILL_STRIDE", "1"))  # 1: every mutation
-    failures: dict[int, tuple[str, list[str]]] = {}
-    for n in range(1, total + 1, stride):
-        where = tmp_path / f"n{n:04d}"
-        event, problems = kill_and_recover(template, n, where)
-        if problems:
-            failures[n] = (normalize(event, where), [normalize(p, where) for p in problems])
-        shutil.rmtree(where, ignore_errors=True)
-    assert not failures, report(failures, len(range(1, total + 1, stride)))
+    failed = kill_at_each(template, list(range(1, total + 1, stride)), tmp_path)
+    assert failed is None, failed

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from passlib.apache import HtpasswdFile
 
 from . import hardening_support as hs
 
@@ -60,8 +61,6 @@ def _free_port() -> int:
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
     """pypiserver with an htpasswd file, no fallback to PyPI."""
-    from passlib.apache import HtpasswdFile
-
     packages = tmp_path / "server-packages"
     packages.mkdir()
     password = "pw-" + secrets.token_hex(12)

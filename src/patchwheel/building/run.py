@@ -11,16 +11,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from patchwheel import __version__, atomic, console
 from patchwheel.building.hooks import AuditHook
 from patchwheel.building.plan import Unit, check_headers, inputs_key, plan
 from patchwheel.building.trees import (
     prepare_vendor_trees,
     recover_vendor_trees,
-    vendor_trees_current,
+    vendor_tree_states,
 )
 from patchwheel.building.unit import Output, build_unit
-from patchwheel.config.lock import locked_pins
+from patchwheel.config.lock import LockedPin, locked_pins
 from patchwheel.config.targets import Target, load_target
 from patchwheel.errors import BuildError
 from patchwheel.index import outputs, static
@@ -61,12 +63,11 @@ def build_target(
         recover_vendor_trees(target, workspace)
         existing = outputs.up_to_date(workspace.build, target.name, key)
         if existing is not None:
-            what = "nothing rebuilt"
-            if not vendor_trees_current(target, lock, units, workspace):
-                prepare_vendor_trees(target, lock, units, workspace, cache)
-                what = "vendor trees brought to the series, outputs kept"
+            _vendor_trees_to_series(target, lock, units, workspace, cache)
             outputs.settle(workspace.build, target.name)
-            console.status(f"[green]{target.name} is up to date[/] (inputs {key[:12]}): {what}")
+            console.status(
+                f"[green]{target.name} is up to date[/] (inputs {key[:12]}): nothing rebuilt"
+            )
             return BuildReport(target.name, True, [], existing, time.monotonic() - start)
         trees = prepare_vendor_trees(target, lock, units, workspace, cache)
         audit_result = audit(target, trees) if audit else None
@@ -74,6 +75,25 @@ def build_target(
         manifest = _manifest(target, key, units, results, audit_result)
         manifest = _store(workspace.build, target.name, key, results, manifest)
     return BuildReport(target.name, False, results, manifest, time.monotonic() - start)
+
+
+def _vendor_trees_to_series(
+    target: Target,
+    lock: dict[str, LockedPin],
+    units: list[Unit],
+    workspace: Workspace,
+    cache: Cache,
+) -> None:
+    """With up-to-date outputs: vendor trees at other inputs (a killed run's, say) go back to
+    the series; a tree holding someone's work (edits, commits, a rebase) is left, and said so.
+    """
+    states = vendor_tree_states(target, lock, units, workspace)
+    stale = [name for name, (state, _) in states.items() if state == "stale"]
+    if stale:
+        prepare_vendor_trees(target, lock, units, workspace, cache, only=stale)
+    for name, (state, why) in states.items():
+        if state == "held":
+            console.status(f"[yellow]note:[/] vendor tree {name} left as it is: {escape(why)}")
 
 
 def vendor_trees(target_name: str, workspace: Workspace, cache: Cache) -> dict[str, Path]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 from patchwheel import console
@@ -23,11 +24,18 @@ def prepare_vendor_trees(
     units: list[Unit],
     workspace: Workspace,
     cache: Cache,
+    *,
+    only: Collection[str] | None = None,
 ) -> dict[str, Path]:
-    """Bring every project's vendor tree to upstream + series; all or nothing per project."""
+    """Bring every project's vendor tree (or those ``only`` names) to upstream + series.
+
+    All or nothing per project.
+    """
     trees: dict[str, Path] = {}
     series = {u.project.name: u.patches for u in units}
     for project in target.projects:
+        if only is not None and project.name not in only:
+            continue
         upstream = upstream_of(project.source, lock[project.source.key], cache)
         vendor_dir = workspace.vendor_dir(target.name, project.name)
         try:
@@ -54,19 +62,19 @@ def recover_vendor_trees(target: Target, workspace: Workspace) -> None:
         vendor.recover(workspace.vendor_dir(target.name, project.name))
 
 
-def vendor_trees_current(
+def vendor_tree_states(
     target: Target, lock: dict[str, LockedPin], units: list[Unit], workspace: Workspace
-) -> bool:
-    """Whether every vendor tree is clean at its pin + series (no source needed to tell)."""
+) -> dict[str, tuple[vendor.TreeState, str]]:
+    """Each project's vendor tree: current, stale or held (no source needed to tell)."""
     series = {u.project.name: u.patches for u in units}
-    return all(
-        vendor.is_current(
+    return {
+        project.name: vendor.tree_state(
             workspace.vendor_dir(target.name, project.name),
             lock[project.source.key].identity,
             series[project.name],
         )
         for project in target.projects
-    )
+    }
 
 
 def upstream_of(spec: PinSpec, entry: LockedPin, cache: Cache) -> vendor.Upstream:

@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import git
 
@@ -100,19 +100,30 @@ def recover(vendor_dir: Path) -> bool:
     return _recover(vendor_dir) or stale
 
 
-def is_current(vendor_dir: Path, identity: str, series: Sequence[Patch]) -> bool:
-    """Whether a vendor tree is clean at ``identity`` + ``series`` (nothing to do)."""
-    if not (vendor_dir / ".git").is_dir():
-        return False
+TreeState = Literal["current", "stale", "held"]
+
+
+def tree_state(vendor_dir: Path, identity: str, series: Sequence[Patch]) -> tuple[TreeState, str]:
+    """Whether a vendor tree is at ``identity`` + ``series``, and if not, whose it is now.
+
+    ``current``: clean at the series, nothing to do. ``stale``: patchwheel's, clean, at other
+    inputs (or missing): :func:`prepare` brings it to the series. ``held``: someone's work is
+    in it (uncommitted changes, commits not exported, a rebase in progress, not ours), which
+    patchwheel does not touch; the second value says what.
+    """
+    if not vendor_dir.exists():
+        return "stale", "missing"
     try:
         repo = _open_ours(vendor_dir)
-    except VendorError:
-        return False  # dirty, foreign or in a rebase: `prepare` says what is wrong
+    except VendorError as exc:
+        return "held", str(exc)
     state = _read_state(repo)
     applied = state.get("applied")
     if state.get("upstream") != identity or not isinstance(applied, list):
-        return False
-    return [entry[:2] for entry in applied] == [[p.name, p.sha256] for p in series]
+        return "stale", "other sources"
+    if [entry[:2] for entry in applied] != [[p.name, p.sha256] for p in series]:
+        return "stale", "another series"
+    return "current", ""
 
 
 def _remove_stale_temps(vendor_dir: Path) -> bool:

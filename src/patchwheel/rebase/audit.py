@@ -29,7 +29,13 @@ from patchwheel.upstream.sources import source_tree, source_tree_of
 
 
 def run_audits(state: RebaseState, cache: Cache) -> dict[str, Any]:
-    """Audit each changed consumer → provider pair; never raises (errors are recorded)."""
+    """Audit each changed consumer → provider pair.
+
+    A pair whose audit cannot run (its sources cannot be had, the engine fails: a
+    :class:`PatchwheelError`) is recorded with its error, and the result's status is then
+    ``"failed"``, never ``"ran"``: the report must not say the new series was audited when it
+    was not. Anything else is a bug and propagates.
+    """
     old_lock = read_lock(backup_dir(state) / LOCK_FILE)
     new_lock = {str(e["key"]): LockedPin(**e) for e in state.lock}
     target_dir = Path(state.patches_dir) / state.output
@@ -67,7 +73,7 @@ def run_audits(state: RebaseState, cache: Cache) -> dict[str, Any]:
                     labels=(pair["consumer"], pair["provider"], pair["baseline"]),
                     progress=console.stderr,
                 )
-            except Exception as exc:  # the rebase is done; the report says what failed
+            except PatchwheelError as exc:  # the rebase is done; the report says what failed
                 pair["error"] = f"{type(exc).__name__}: {exc}"
                 pairs.append(pair)
                 continue
@@ -81,6 +87,18 @@ def run_audits(state: RebaseState, cache: Cache) -> dict[str, Any]:
         return {
             "status": "skipped",
             "reason": "No project of the target declares another project whose pin changed.",
+        }
+    failed = [p for p in pairs if "error" in p]
+    if failed:
+        errors = "; ".join(f"{p['consumer']} → {p['provider']}: {p['error']}" for p in failed)
+        return {
+            "status": "failed",
+            "reason": (
+                f"The audit could not run for {len(failed)} of {len(pairs)} pair(s), so the "
+                f"new series is NOT audited ({errors}). Fix the cause, then run "
+                f"`nox -s audit -- --target {state.output}`."
+            ),
+            "pairs": pairs,
         }
     return {"status": "ran", "pairs": pairs}
 
