@@ -66,9 +66,8 @@ def test_a_release_that_keeps_the_called_signatures_reports_nothing(
     """No false positives against a real, different provider: vLLM 0.11.1 → 0.11.2.
 
     The two releases differ (the worker and the model runner among them), but not in what
-    speculators 0.3.0 calls;
-    the audit must report no drift. (The two calls that already fail at 0.11.1 are blind
-    spots, reported apart: the audit cannot judge them.)
+    speculators 0.3.0 calls; the audit must report no drift. (The two calls that already fail
+    at 0.11.1 are blind spots, reported apart: the audit cannot judge them.)
     """
     old, new = trees["vllm==0.11.1"], trees["vllm==0.11.2"]
     changed = [
