@@ -85,14 +85,14 @@ def settle(build_dir: Path, name: str) -> None:
 
 
 def _settle(build_dir: Path, name: str) -> None:
+    for stray in build_dir.glob(".*.link-*"):  # a killed run's temp links (all made under
+        if stray.is_symlink():  # the union index's lock, which the caller holds)
+            stray.unlink()
     _refresh_union_index(build_dir)
     for target_name in manifests(build_dir):
         _drop_unlisted(build_dir, target_name)
     collect(build_dir, name)
     collect(build_dir, INDEX_NAME)
-    for stray in build_dir.glob(".*.link-*"):
-        if stray.is_symlink():
-            stray.unlink()
 
 
 def _swap(build_dir: Path, name: str, store_dir: Path) -> None:
@@ -168,6 +168,8 @@ def manifests(build_dir: Path) -> dict[str, Manifest]:
     if not build_dir.is_dir():
         return out
     for link in sorted(build_dir.iterdir()):
+        if link.name.startswith("."):
+            continue  # .store, .locks, a killed run's temp link: never a target's outputs
         if link.is_symlink() and link.name != INDEX_NAME and path_in(link).is_file():
             out[link.name] = manifest.read(path_in(link))
     return out
