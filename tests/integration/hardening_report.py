@@ -1,10 +1,11 @@
-"""Write the table of HARDENING.md from a JUnit XML run of the hardening tests.
+"""Write a table of HARDENING.md from a JUnit XML run of the hardening tests.
 
     pytest tests/integration/test_hardening_*.py --junitxml=/tmp/hardening.xml [-m ...]
-    python -m tests.integration.hardening_report /tmp/hardening.xml [more.xml …]
+    python -m tests.integration.hardening_report [--after] /tmp/hardening.xml [more.xml …]
 
-The table (between the ``table`` markers of HARDENING.md) lists, for each test id, the defect
-of issue 11 it pins down and what the run said: the first lines of its failure, or "passed".
+The table (between the ``table`` markers of HARDENING.md, or the ``after`` markers with
+``--after``: the run with the fixes) lists, for each test id, the defect of issue 11 it pins
+down and what the run said: the first lines of its failure, or "passed" (with its time).
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 DOC = HERE / "HARDENING.md"
-START, END = "<!-- table:start -->", "<!-- table:end -->"
+MARKERS = {
+    "before": ("<!-- table:start -->", "<!-- table:end -->"),
+    "after": ("<!-- after:start -->", "<!-- after:end -->"),
+}
 
 # after the first line of a failure, only what patchwheel itself said (or the kill report)
 KEEP = ("error:", "warning:", "cache entry", "tiny:", "- N=", "right after", "build ", "export ")
@@ -64,6 +68,9 @@ DEFECTS = {
     "test_kill_before_every_mutation_of_a_build_loses_and_leaks_nothing": (
         "kill -9 at any moment of a build (every filesystem mutation and git command)"
     ),
+    "test_kill_before_every_mutation_site_of_a_build_loses_and_leaks_nothing": (
+        "kill -9 at any moment of a build (before the first mutation of every distinct site)"
+    ),
     "test_passed_true_does_not_override_a_failed_status": (
         'publish --require-verified: `"passed": true` overrides `"status"`'
     ),
@@ -96,7 +103,7 @@ def outcome(case: ET.Element, lines: int) -> str:
             return f"{label}: " + "<br>".join(kept)
     if case.find("skipped") is not None:
         return "skipped: " + (case.find("skipped").get("message") or "")  # type: ignore[union-attr]
-    return "passed"
+    return f"passed ({float(case.get('time') or 0):.1f} s)"
 
 
 def rows(xml_paths: list[Path]) -> list[tuple[str, str, str]]:
@@ -116,7 +123,9 @@ def rows(xml_paths: list[Path]) -> list[tuple[str, str, str]]:
 
 
 def main(argv: list[str]) -> int:
-    xml_paths = [Path(a) for a in argv]
+    which = "after" if "--after" in argv else "before"
+    xml_paths = [Path(a) for a in argv if a != "--after"]
+    start, end = MARKERS[which]
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"],
         cwd=HERE,
@@ -127,16 +136,16 @@ def main(argv: list[str]) -> int:
     today = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     table = [
         f"Run against commit {commit} on {today} "
-        f"(`python -m tests.integration.hardening_report {' '.join(a.name for a in xml_paths)}`).",
+        f"(`python -m tests.integration.hardening_report {' '.join(argv)}`).",
         "",
-        "| defect (issue 11) | test id | today |",
+        f"| defect (issue 11) | test id | {'with the fixes' if which == 'after' else 'today'} |",
         "| --- | --- | --- |",
         *(f"| {d} | {t} | {o} |" for d, t, o in rows(xml_paths)),
     ]
     doc = DOC.read_text("utf-8")
-    head, _, rest = doc.partition(START)
-    _, _, tail = rest.partition(END)
-    DOC.write_text(head + START + "\n" + "\n".join(table) + "\n" + END + tail, "utf-8")
+    head, _, rest = doc.partition(start)
+    _, _, tail = rest.partition(end)
+    DOC.write_text(head + start + "\n" + "\n".join(table) + "\n" + end + tail, "utf-8")
     return 0
 
 
