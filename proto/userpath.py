@@ -199,11 +199,41 @@ def check_built(manifest: dict[str, Any], installed: dict[str, Any]) -> list[str
     return problems
 
 
+def added_blocks(patch_text: str) -> dict[str, list[str]]:
+    """file -> the blocks of consecutive added lines of a patch that only adds lines."""
+    blocks: dict[str, list[str]] = {}
+    current: str | None = None
+    block: list[str] = []
+    in_hunk = False
+    for line in [*patch_text.splitlines(keepends=True), "\n"]:
+        if line == "-- \n":  # format-patch signature: the diff is over
+            in_hunk = False
+        elif line.startswith("+++ b/"):
+            current = line[6:].strip()
+            in_hunk = False
+            continue
+        if line.startswith("@@"):
+            in_hunk = True
+        elif in_hunk and line.startswith("-") and not line.startswith("---"):
+            raise ValueError("the patch removes lines")
+        if in_hunk and line.startswith("+"):
+            block.append(line[1:])
+            continue
+        if block and current is not None:
+            blocks.setdefault(current, []).append("".join(block))
+        block = []
+    return blocks
+
+
 def wheel_without(target: str, patch: str, out_dir: Path, log: Path) -> Path:
-    """speculators built from the vendor tree with `patch`'s commit reverted (scratch clone)."""
+    """speculators built from the vendor tree (the whole series) minus one patch.
+
+    A patch whose commit reverts cleanly is reverted (git revert); a patch that only adds
+    lines (0022-0024 add methods next to each other, so git cannot revert one alone) has its
+    added blocks deleted from the patched files, each block found exactly once."""
     vendor = ROOT / "vendor" / target / "speculators"
-    series = (ROOT / "patches" / target / "speculators" / "series").read_text().split()
-    names = [n for n in series if n.endswith(".patch")]
+    series_dir = ROOT / "patches" / target / "speculators"
+    names = [n for n in (series_dir / "series").read_text().split() if n.endswith(".patch")]
     if patch not in names:
         raise SystemExit(f"{patch} is not in patches/{target}/speculators/series")
     # The vendor tree has one commit per patch, in series order, on top of `upstream`.
@@ -215,14 +245,26 @@ def wheel_without(target: str, patch: str, out_dir: Path, log: Path) -> Path:
     ).stdout.split()[1:]
     if len(commits) != len(names):
         raise SystemExit(f"{vendor}: {len(commits)} patch commits for {len(names)} patches")
-    commit = commits[names.index(patch)]
     scratch = out_dir / "src"
     if scratch.exists():
         shutil.rmtree(scratch)
     env = clean_env()
     run_logged(["git", "clone", "--quiet", str(vendor), str(scratch)], log, env, 300)
     ident = ["-c", "user.name=proto", "-c", "user.email=proto@invalid"]
-    run_logged(["git", "-C", str(scratch), *ident, "revert", "--no-edit", commit], log, env, 300)
+    revert = ["git", "-C", str(scratch), *ident, "revert", "--no-edit"]
+    proc = subprocess.run(
+        [*revert, commits[names.index(patch)]], capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        subprocess.run(["git", "-C", str(scratch), "revert", "--abort"], check=True)
+        for rel, blocks in added_blocks((series_dir / patch).read_text()).items():
+            path = scratch / rel
+            text = path.read_text()
+            for block in blocks:
+                if text.count(block) != 1:
+                    raise SystemExit(f"{patch}: an added block is not found once in {rel}")
+                text = text.replace(block, "")
+            path.write_text(text)
     wheels = out_dir / "wheels"
     shutil.rmtree(wheels, ignore_errors=True)
     run_logged(
@@ -276,6 +318,15 @@ def compare_hidden_states(
     }
 
 
+def expected_samples(conversations: list[list[int]]) -> list[tuple[int, int]]:
+    """(tokens, loss-mask tokens) of each conversation under chat_model.CHAT_TEMPLATE:
+    <s>, then per turn a role token, its words and </s>; the mask covers assistant words."""
+    return sorted(
+        (1 + sum(n + 2 for n in turns), sum(n for i, n in enumerate(turns) if i % 2))
+        for turns in conversations
+    )
+
+
 def run_pipeline(python: Path, work: Path, request: dict[str, Any], timeout: float) -> Any:
     out = work / "pipeline"
     if out.exists():
@@ -318,6 +369,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--torch-index", default="/opt/wheels")
     parser.add_argument("--reuse-venv", action="store_true")
     parser.add_argument("--without-patch", default=None)
+    parser.add_argument(
+        "--dtype", default=None, help="generator dtype (default: speculators' 'auto', bf16 on CPU)"
+    )
     parser.add_argument("--compare", type=int, default=4, help="data files to compare")
     parser.add_argument("--timeout", type=float, default=3600)
     args = parser.parse_args(argv)
@@ -378,10 +432,14 @@ def main(argv: list[str] | None = None) -> int:
         "total_seq_len": 512,
         "ttt_steps": 3,
         "num_proc": 1,
+        **({"dtype": args.dtype} if args.dtype else {}),
     }
     shutil.rmtree(work / "hf-cache", ignore_errors=True)
     result = run_pipeline(python, work, request, args.timeout)
     report["pipeline"] = result
+    if "sample_lengths" in result:
+        got = sorted(zip(result["sample_lengths"], result["loss_mask_tokens"], strict=True))
+        report["preprocessing_matches_template"] = got == expected_samples(CONVERSATIONS)
     if result.get("status") == "passed":
         t0 = time.monotonic()
         report["hidden_states"] = compare_hidden_states(
@@ -393,7 +451,11 @@ def main(argv: list[str] | None = None) -> int:
     path = work / "userpath.json"
     path.write_text(json.dumps(report, indent=2), encoding="utf-8")
     summarize(report, path)
-    ok = result.get("status") == "passed" and not report["hidden_states"]["failed"]
+    ok = (
+        result.get("status") == "passed"
+        and not report["hidden_states"]["failed"]
+        and report["preprocessing_matches_template"]
+    )
     return 0 if ok else 1
 
 
@@ -404,6 +466,9 @@ def summarize(report: dict[str, Any], path: Path) -> None:
         print(f"install ({report['install']['installer']}): {report['install']['seconds']} s")
     if pipeline.get("status") == "passed":
         print(f"stages (s): {pipeline['stage_seconds']}")
+        print(
+            f"preprocessing matches the chat template: {report['preprocessing_matches_template']}"
+        )
         hs = report["hidden_states"]
         print(
             f"hidden states ({hs['dtype']}, {hs['files']} files): max abs error per layer "
