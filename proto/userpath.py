@@ -290,7 +290,7 @@ def compare_hidden_states(
     dtype = str(samples[0]["hidden_states"][0].dtype).removeprefix("torch.")
     model = load_reference_model(model_dir, dtype)
     reference = residual_stream(model, [s["input_ids"].tolist() for s in samples], layer_ids)
-    checks = []
+    checks: list[dict[str, Any]] = []
     for f, sample, ref in zip(files, samples, reference, strict=True):
         for layer, got, want in zip(layer_ids, sample["hidden_states"], ref, strict=True):
             error, scale, tol, problem = check_tensor(got, want, dtype)
