@@ -1,140 +1,28 @@
-"""``patchwheel roll`` end to end: a vLLM-shaped repository, its nightly channel served on
-loopback like wheels.vllm.ai, a tiny speculators-shaped consumer, and a target following the
-channel. The real command rebases, builds (overlays of the channel's wheels), audits, and
-verifies with the install check (the tiny stack has no vLLM to extract with).
-
-Nightlies, each a commit of vLLM's main published with a CUDA and a CPU wheel:
-
-    N1  dev1  the target's pin; the series: P1 (engine.py mode), P2 (utils.py round_up)
-    N2  dev2  an unrelated new module                       → clean
-    N3  dev3  upstream fixes round_up its own way            → P2's Drop-When holds: dropped
-    N4  dev4  upstream changes the line P1 changes            → conflict
-    N5  dev5  N4 plus an unrelated file                      → the same conflict
-    N6  dev6  Engine loses its block_size parameter          → the audit finds drift
-    N7  dev7  unrelated, published without its CPU wheel     → latest walks back to N6
+"""``patchwheel roll`` end to end on the world of :mod:`tests.roll_world`: a vLLM-shaped
+repository, its nightly channel served on loopback like wheels.vllm.ai, a tiny speculators-shaped
+consumer, and a target following the channel. The real command rebases, builds (overlays of the
+channel's wheels), audits, and verifies with the install check (the tiny stack has no vLLM to
+extract with).
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests import channel_support as cs
 from tests import support
-
-P2_DROP_WHEN = "vLLM pin >= 0.33.1rc1.dev3, or upstream rounds up small sizes"
-
-CONSUMER_PY = '''\
-"""Hidden-state generation on tiny vLLM."""
-
-from vllm.engine import Engine
-from vllm.utils import round_up
-
-
-def generate(model: str, requests: list[int]) -> list[int]:
-    engine = Engine(model, block_size=round_up(16, 8))
-    engine.warm_up()
-    return engine.step(requests)
-'''
-
-
-@dataclass
-class World:
-    root: Path
-    vllm: Path
-    speculators: Path
-    channel: cs.Channel
-    server: cs.ChannelServer
-    series: Path  # the vllm series (P1, P2) made against N1
-    cache: Path
-
-    def build(self, dev: int) -> cs.Build:
-        return self.channel.builds[dev - 1]
-
-
-def _consumer(path: Path) -> Path:
-    path.mkdir(parents=True)
-    (path / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
-        '\n[project]\nname = "speculators"\nversion = "0.1.0"\nrequires-python = ">=3.8"\n'
-        '\n[tool.setuptools.packages.find]\nwhere = ["src"]\n'
-    )
-    pkg = path / "src" / "speculators"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text('"""tiny speculators."""\n')
-    (pkg / "gen.py").write_text(CONSUMER_PY)
-    support.run_git(path, "init", "-q", "-b", "main")
-    support.run_git(path, "add", "-A")
-    support.run_git(path, "commit", "-q", "-m", "speculators 0.1.0")
-    support.run_git(path, "tag", "v0.1.0")
-    return path
-
-
-def _series(vllm: Path, base: str, out: Path) -> Path:
-    support.run_git(vllm, "checkout", "-q", "-b", "series", base)
-    support.edit_and_commit(
-        vllm,
-        "vllm/engine.py",
-        lambda t: t.replace('self.mode = "eager"', 'self.mode = "compiled"'),
-        "engine: compile by default",
-        "Origin: test\nForwarded: no\nDrop-When: vLLM pin compiles by default\n",
-    )
-    support.edit_and_commit(
-        vllm,
-        "vllm/utils.py",
-        lambda t: t.replace(
-            "return cdiv(x, multiple) * multiple", "return max(cdiv(x, multiple) * multiple, 1)"
-        ),
-        "utils: round_up never returns 0",
-        f"Origin: test\nForwarded: no\nDrop-When: {P2_DROP_WHEN}\n",
-    )
-    support.format_patches(vllm, base, out)
-    support.run_git(vllm, "checkout", "-q", "main")
-    support.run_git(vllm, "branch", "-q", "-D", "series")
-    return out
+from tests.roll_world import World, make_world, write_target
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    root = tmp_path_factory.mktemp("roll-world")
-    vllm = cs.make_vllm_repo(root / "vllm")
-    channel = cs.Channel(root / "www", vllm)
-    engine = (vllm / "vllm" / "engine.py").read_text()
-    utils = (vllm / "vllm" / "utils.py").read_text()
-    n1 = cs.commit(vllm, {"vllm/extra.py": "X = 1\n"}, "[Misc] extra (#40001)")
-    channel.publish(n1, 1)
-    series = _series(vllm, n1, root / "series")
-    n2 = cs.commit(vllm, {"vllm/feature.py": "Y = 2\n"}, "[Feature] a module (#40002)")
-    channel.publish(n2, 2)
-    fixed = utils.replace(
-        "return cdiv(x, multiple) * multiple", "return cdiv(x, multiple) * multiple or multiple"
-    )
-    channel.publish(cs.commit(vllm, {"vllm/utils.py": fixed}, "[Bugfix] round_up (#40003)"), 3)
-    graph = engine.replace('self.mode = "eager"', 'self.mode = "cudagraph"')
-    channel.publish(cs.commit(vllm, {"vllm/engine.py": graph}, "[Perf] cuda graphs (#40004)"), 4)
-    channel.publish(cs.commit(vllm, {"docs/notes.md": "notes\n"}, "[Doc] notes (#40005)"), 5)
-    no_block = graph.replace(
-        "def __init__(self, model, block_size=16):", "def __init__(self, model):"
-    )
-    no_block = no_block.replace("self.block_size = block_size", "self.block_size = 16")
-    channel.publish(
-        cs.commit(vllm, {"vllm/engine.py": no_block}, "[Core] fixed block size (#40006)"), 6
-    )
-    channel.publish(
-        cs.commit(vllm, {"vllm/more.py": "Z = 3\n"}, "[CI] cuda only (#40007)"), 7, variants=("",)
-    )
-    server = cs.ChannelServer(root / "www")
-    with server.running():
-        yield World(
-            root, vllm, _consumer(root / "speculators"), channel, server, series, root / "cache"
-        )
+    with make_world(tmp_path_factory.mktemp("roll-world")) as made:
+        yield made
 
 
 @dataclass
@@ -156,45 +44,7 @@ def checkout_at(
     world: World, tmp_path: Path, patches: tuple[str, ...] = ("0001", "0002")
 ) -> Checkout:
     """A checkout whose target `nightly` is pinned to N1, built."""
-    n1 = world.build(1)
-    url = world.server.url
-    target = tmp_path / "checkout" / "patches" / "nightly"
-    (target / "vllm").mkdir(parents=True)
-    names = []
-    for patch in sorted(world.series.glob("*.patch")):
-        if patch.name[:4] in patches:
-            shutil.copyfile(patch, target / "vllm" / patch.name)
-            names.append(patch.name)
-    (target / "vllm" / "series").write_text("\n".join(names) + "\n")
-    (target / "target.toml").write_text(
-        textwrap.dedent(
-            f"""\
-            description = "tiny speculators on tiny vLLM nightlies"
-            default = true
-
-            [projects.speculators]
-            build = "source"
-            pin = "speculators @ git+{world.speculators.as_uri()}@v0.1.0"
-
-            [projects.vllm]
-            build = "overlay"
-            pin = "vllm @ git+{world.vllm.as_uri()}@{n1.commit}"
-
-            [projects.vllm.variants.cuda]
-            pin = "vllm @ {n1.url(url)}"
-
-            [projects.vllm.variants.cpu]
-            pin = "vllm @ {n1.url(url, "cpu")}"
-
-            [projects.vllm.channel]
-            index = "{url}"
-            repository = "{world.vllm.as_uri()}"
-
-            [projects.vllm.channel.variants]
-            cuda = {{ path = "", local = "" }}
-            """
-        )
-    )
+    write_target(world, tmp_path / "checkout", patches)
     co = Checkout(tmp_path / "checkout", world)
     locked = co.run("lock")
     assert locked.returncode == 0, locked.stderr
