@@ -91,8 +91,11 @@ def test_roll_to_the_next_nightly_is_green(world: World, tmp_path: Path) -> None
     assert "green: rebased, built, audited and verified" in md and n2.version in md
     assert (co.root / "build" / "nightly" / "rebase.md").is_file()
 
+    seen = len(world.server.requests)
     again = co.roll("--to", n2.commit[:9])
     assert again.returncode == 0, again.stderr
+    # locked wheels are verified from the cache, not downloaded again
+    assert not [r for r in world.server.requests[seen:] if r.endswith(".whl")]
     assert "nightly is up to date" in again.stderr
     assert co.report()["status"] == "up-to-date"
 

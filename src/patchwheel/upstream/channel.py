@@ -119,7 +119,14 @@ def _newest(
     commit = _expand(repo, label, channel, cache, what)
     candidates = gitsrc.first_parents(repo, commit, stop=floor, limit=MAX_PROBES)
     if not candidates:  # the newest build is the pinned commit (or older)
-        return _at_commit(project, channel, commit, what)
+        build = _at_commit(project, channel, commit, what)
+        missing = _missing(project, build)
+        if missing:
+            raise FetchError(
+                f"{what}: the newest build ({commit[:12]}, at or before the current pin) has no "
+                f"wheel for variant(s) {', '.join(missing)}"
+            )
+        return build
     for probed, candidate in enumerate(candidates, start=1):
         build = _at_commit(project, channel, candidate, what)
         missing = _missing(project, build)
