@@ -72,6 +72,9 @@ class LockedPin:
     url: str | None = None
     rev: str | None = None
     commit: str | None = None
+    # The version the revision carries where the pin does not say it (a channel's git commit:
+    # ``0.33.1rc1.dev123+g1a2b3c4d5``); read by Drop-When predicates.
+    version: str | None = None
 
     def __post_init__(self) -> None:
         problem = entry_problem(self.key, self.fields())

@@ -162,6 +162,28 @@ def place(source: Path, dest: Path) -> None:
         os.replace(tmp, dest)
 
 
+def add_files(build_dir: Path, name: str, files: dict[str, bytes]) -> list[Path]:
+    """Add (or replace) report files at the top of ``build/<name>``, swapping its link like a
+    build does: the current outputs are linked into a new store beside the new files."""
+    now = current(build_dir, name)
+    key = sha256_bytes(b"".join(sha256_bytes(data).encode() for data in files.values()))
+    store = new_store(build_dir, name, key)
+    if now is not None:
+        for path in sorted(now.rglob("*")):
+            rel = path.relative_to(now)
+            if rel.as_posix() in files:
+                continue
+            if path.is_dir():
+                (store / rel).mkdir(parents=True, exist_ok=True)
+            else:
+                (store / rel).parent.mkdir(parents=True, exist_ok=True)
+                place(path, store / rel)
+    for filename, data in files.items():
+        (store / filename).write_bytes(data)
+    activate(build_dir, name, store)
+    return [build_dir / name / filename for filename in files]
+
+
 def manifests(build_dir: Path) -> dict[str, Manifest]:
     """The manifest of every target currently in build/ (through its link)."""
     out: dict[str, Manifest] = {}
