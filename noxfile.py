@@ -125,3 +125,15 @@ def rebase(session: nox.Session) -> None:
     """
     _install(session)
     session.run("patchwheel", "rebase", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bisect(session: nox.Session) -> None:
+    """The first upstream commit where each audit finding appears or disappears (no wheels).
+
+    nox -s bisect -- --target T --good REV --bad REV [--project vllm] [--repo PATH]
+        [--consumer-target T] [--baseline PIN] [--report-dir DIR]
+    nox -s bisect -- --target T --good vllm==0.28.0 --bad vllm==0.29.0   (release sdists)
+    """
+    _install(session)
+    session.run("patchwheel", "bisect", *session.posargs)
