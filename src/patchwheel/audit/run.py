@@ -34,6 +34,8 @@ class AuditRun:
     resolved: CheckResult
     consumer_root: Path
     provider_root: Path
+    baseline_request: CheckRequest | None = None
+    baseline_result: CheckResult | None = None
 
     def side(
         self, path: str, line: int, column: int, *, symbol: str, name: str | None
@@ -100,8 +102,14 @@ def audit_run(
     labels: tuple[str, str, str] | None = None,
     engine: Engine | None = None,
     progress: Console | None = None,
+    reuse: AuditRun | None = None,
 ) -> AuditRun:
-    """:func:`run_audit`, keeping the engine's resolutions of the new run (:class:`AuditRun`)."""
+    """:func:`run_audit`, keeping the engine's resolutions of the new run (:class:`AuditRun`).
+
+    `reuse`: an earlier run whose baseline check is taken as it is when this run's baseline
+    request is the same (same consumer modules, same baseline packages) — a bisect audits one
+    consumer against many providers. The consumer's files must not have changed since.
+    """
     engine = engine or MypyEngine()
     consumer_dirs = top_level_packages(consumer_root, consumer_packages)
     provider_dirs = top_level_packages(provider_root, provider_packages)
@@ -109,8 +117,12 @@ def audit_run(
     baseline_dirs = top_level_packages(baseline_root, names)
     modules = consumer_modules(consumer_dirs)
     requests = [CheckRequest(modules, baseline_dirs), CheckRequest(modules, provider_dirs)]
-    with _status(progress, f"checking {len(modules)} modules against two provider trees"):
-        baseline, new = engine.check(requests)
+    if reuse is not None and reuse.baseline_request == requests[0] and reuse.baseline_result:
+        with _status(progress, f"checking {len(modules)} modules against the provider"):
+            baseline, (new,) = reuse.baseline_result, engine.check(requests[1:])
+    else:
+        with _status(progress, f"checking {len(modules)} modules against two provider trees"):
+            baseline, new = engine.check(requests)
     consumer_label, provider_label, baseline_label = labels or (
         str(consumer_root),
         str(provider_root),
@@ -128,7 +140,7 @@ def audit_run(
         blind_spots=_blind_spots(differential, consumer_root),
         coverage=_coverage(new, len(modules)),
     )
-    return AuditRun(report, new, consumer_root, provider_root)
+    return AuditRun(report, new, consumer_root, provider_root, requests[0], baseline)
 
 
 @contextlib.contextmanager

@@ -152,6 +152,8 @@ class Prober:
             consumer_packages=self.packages if self.moving == "consumer" else None,
             provider_packages=self.packages if self.moving == "provider" else None,
             engine=self.engine,
+            # The consumer and baseline stand still while the provider moves: check them once.
+            reuse=next(iter(self.runs.values()), None) if self.moving == "provider" else None,
         )
 
     def finding(self, step: int, key: FindingKey) -> Finding | None:
