@@ -20,6 +20,8 @@ from patchwheel.bisect.history import Revision, git, provenance
 from patchwheel.errors import BisectError
 from patchwheel.patching.vendor_git import base_env
 
+METADATA_FILES = ("pyproject.toml", "setup.cfg", "setup.py", "PKG-INFO")
+
 
 class Checkout:
     """A sparse working tree of `packages` of the repository at `git_dir`, under `home`."""
@@ -27,13 +29,15 @@ class Checkout:
     def __init__(self, git_dir: Path, home: Path, packages: tuple[str, ...]) -> None:
         self.git_dir = git_dir
         self.packages = packages
-        key = hashlib.sha256("\n".join([str(git_dir), *packages]).encode()).hexdigest()[:12]
-        self.path = home / key
+        key = hashlib.sha256("\n".join([str(git_dir), *self.patterns()]).encode()).hexdigest()
+        self.path = home / key[:12]
         self.head: str | None = None
 
     def patterns(self) -> list[str]:
-        """The sparse patterns: each package at the root or under ``src/``."""
-        return [p for name in self.packages for p in (f"/{name}/", f"/src/{name}/")]
+        """The sparse patterns: each package at the root or under ``src/``, and the project's
+        metadata files (what it declares, e.g. the provider version a consumer was written for)."""
+        packages = [p for name in self.packages for p in (f"/{name}/", f"/src/{name}/")]
+        return [*packages, *(f"/{name}" for name in METADATA_FILES)]
 
     def _objects(self) -> str:
         out = git(self.git_dir, "rev-parse", "--path-format=absolute", "--git-path", "objects")

@@ -80,10 +80,9 @@ def run(args: argparse.Namespace) -> int:
         console.status(f"report: {path}")
     unit = report.unit
     for flip in report.flips:
-        pr = f" (#{flip.commit.pr})" if flip.commit.pr else ""
         console.stderr.print(
             f"[bold]{escape(str(flip.subject.key))}[/] {flip.change} at {unit} "
-            f"{flip.commit.id} {flip.commit.date} {escape(flip.commit.subject)}{pr}: "
+            f"{flip.commit.id} {flip.commit.date} {escape(flip.commit.subject)}: "
             f"{flip.audit_runs} audit run(s)"
         )
     if report.unchanged:
