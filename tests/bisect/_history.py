@@ -11,6 +11,8 @@ subjects ``… (#NNNN)``, one side branch merged with ``--no-ff``. Planted chang
 
 ``speculators`` (a real git repo) calls the provider; its patch series (``0001``) adds the
 calls to the APIs of steps 23, 50 and 73, the way patchwheel's series answer vLLM's changes.
+Its own history runs 12 commits from ``v0.3.0`` to ``v0.4.0``; commit 5 stops passing
+``eos_token_id``.
 Targets: ``old`` pins vllm ``v0.1.0`` (the consumer breaks later: step 41 appears), ``new``
 pins vllm ``v0.3.0`` (the patch's APIs exist: steps 23 and 50 disappear in v0.1.0..v0.2.0,
 and step 73 lies beyond that range).
@@ -36,6 +38,7 @@ ADDED = 23  # compile_or_warm_up_model, get_supported_layouts
 LAYOUT = 50  # set_layout
 RESOLVE = 73  # resolve_layout (beyond v0.2.0)
 SIDE_FROM, MERGE = 10, 30  # a side branch from step 10, merged at step 30
+CONSUMER_STEPS, CONSUMER_FIX = 12, 5  # speculators v0.3.0..v0.4.0; the eos_token_id call goes
 
 EXECUTOR = '''
 class Executor:
@@ -273,12 +276,22 @@ def make_consumer(path: Path) -> tuple[Path, str]:
     _git(path, "add", "-A")
     _git(path, "commit", "-q", "-m", "speculators 0.3.0")
     _git(path, "tag", "v0.3.0")
-    return path, _git(path, "rev-parse", "HEAD")
+    base = _git(path, "rev-parse", "HEAD")
+    for step in range(1, CONSUMER_STEPS + 1):
+        files = {"NOTES.md": f"change {step}\n"}
+        if step == CONSUMER_FIX:
+            files["src/speculators/generator.py"] = CONSUMER.replace(", eos_token_id=2", "")
+        _write(path, files)
+        _git(path, "add", "-A")
+        subject = "Stop passing eos_token_id" if step == CONSUMER_FIX else f"Chore {step}"
+        _git(path, "commit", "-q", "-m", f"{subject} (#{200 + step})", step=step)
+    _git(path, "tag", "v0.4.0")
+    return path, base
 
 
 def write_series(consumer: Path, out_dir: Path) -> list[str]:
     """Patch 0001 (the calls to the new APIs) as a series under `out_dir`, via a scratch branch."""
-    _git(consumer, "checkout", "-q", "-b", "patched")
+    _git(consumer, "checkout", "-q", "-b", "patched", "v0.3.0")
     _write(consumer, {"src/speculators/generator.py": PATCHED})
     _git(consumer, "add", "-A")
     _git(consumer, "commit", "-q", "-m", PATCH_MESSAGE)

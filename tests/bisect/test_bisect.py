@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,38 @@ def test_releases_bracket_the_change(
     assert kept.key.detail == "resolve_layout"
     assert report.source["later_on_main_line"] == 1  # 0.3.0 is on the index
     assert "widen the range" in report.unchanged_note()
+
+
+def test_the_consumer_history_against_a_fixed_provider(
+    setup: _history.Setup, engine: MypyEngine, tmp_path: Path
+) -> None:
+    """``--project speculators``: upstream speculators fixed the call itself at its commit 5."""
+    baseline = tmp_path / "vllm-0.1.0"
+    baseline.mkdir()
+    archive = subprocess.run(
+        ["git", "archive", "v0.1.0"], cwd=setup.history.repo, check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(baseline)], input=archive, check=True)
+    ran = run_bisect(
+        setup,
+        engine,
+        "new",
+        "v0.3.0",
+        "v0.4.0",
+        project="speculators",
+        repo=setup.consumer,
+        baseline=str(baseline),
+    )
+    report = ran.report
+    assert report.moving == "consumer" and report.steps == _history.CONSUMER_STEPS
+    (flip,) = report.flips
+    assert flip.subject.key.anchor == "vllm.v1.request.Request"
+    assert (flip.subject.key.kind, flip.subject.key.detail) == (
+        "unexpected-argument",
+        "eos_token_id",
+    )
+    assert flip.change == "disappears" and flip.position == _history.CONSUMER_FIX
+    assert flip.commit.subject == "Stop passing eos_token_id (#205)"
+    assert flip.old.startswith("src/speculators/generator.py:7: return Request(")
+    assert flip.new.startswith("(no unexpected-argument use of vllm.v1.request.Request")
+    assert flip.audit_runs <= 4

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -28,7 +29,7 @@ from patchwheel.audit.layout import declared_pin, top_level_packages
 from patchwheel.audit.report import Finding
 from patchwheel.audit.signatures import changes as signature_changes
 from patchwheel.audit.target import CONSUMER, PROVIDER
-from patchwheel.bisect import history
+from patchwheel.bisect import attribution, history
 from patchwheel.bisect.checkout import Checkout, GitTrees
 from patchwheel.bisect.probe import FindingKey, Prober, Side, StepRecord, Trees, View
 from patchwheel.bisect.releases import ReleaseTrees, release_pin
@@ -36,9 +37,8 @@ from patchwheel.bisect.report import BisectReport, FlipResult, Subject
 from patchwheel.bisect.search import Search
 from patchwheel.building.run import vendor_trees
 from patchwheel.config.targets import TARGET_FILE, load_target
-from patchwheel.errors import BisectError, PatchwheelError
+from patchwheel.errors import BisectError
 from patchwheel.index import outputs
-from patchwheel.patching.export import line_origin
 from patchwheel.upstream.cache import Cache
 from patchwheel.upstream.gitsrc import mirror_key
 from patchwheel.upstream.sources import source_tree
@@ -137,7 +137,9 @@ def bisect_target(
             engine=engine,
             console=out,
             label=target_name,
-            origin=trees[CONSUMER] if moving == "provider" else None,
+            patch_of=attribution.patch_of(
+                moving, trees[CONSUMER], workspace.patches / consumer_name / CONSUMER
+            ),
         )
     fixed_label = (
         f"{CONSUMER} (patched, target {consumer_name}): {trees[CONSUMER]}"
@@ -245,10 +247,10 @@ def bisect_trees(
     engine: Engine,
     console: Console,
     label: str,
-    origin: Path | None = None,
+    patch_of: Callable[[Finding], str | None] | None = None,
 ) -> Found:
-    """Audit the ends, then bisect every finding that differs; `origin`: the consumer's vendor
-    tree, to name the patch that wrote each finding's line."""
+    """Audit the ends, then bisect every finding that differs; `patch_of` names the target's
+    series patch a finding concerns."""
     prober = Prober(
         source,
         moving=moving,
@@ -273,7 +275,7 @@ def bisect_trees(
     def subject(key: FindingKey, step: int) -> Subject:
         finding = prober.finding(step, key)
         assert finding is not None
-        return _subject(key, finding, origin)
+        return _subject(key, finding, patch_of)
 
     results = []
     for flip in sorted(flips, key=lambda f: (f.first, f.key)):
@@ -285,7 +287,7 @@ def bisect_trees(
         revision = source.revisions[flip.first]
         results.append(
             FlipResult(
-                subject=_subject(flip.key, finding, origin),
+                subject=_subject(flip.key, finding, patch_of),
                 change="disappears" if flip.at_good else "appears",
                 commit=revision,
                 parent=source.revisions[flip.first - 1],
@@ -310,13 +312,10 @@ def bisect_trees(
     )
 
 
-def _subject(key: FindingKey, finding: Finding, origin: Path | None) -> Subject:
-    patch = None
-    if origin is not None:
-        try:
-            patch = line_origin(origin, finding.path, finding.line)
-        except (PatchwheelError, OSError, ValueError):
-            patch = None
+def _subject(
+    key: FindingKey, finding: Finding, patch_of: Callable[[Finding], str | None] | None
+) -> Subject:
+    patch = patch_of(finding) if patch_of is not None else None
     return Subject(
         key=key,
         symbol=finding.symbol,
