@@ -77,7 +77,11 @@ class Trees(Protocol):
 
 @dataclass(frozen=True)
 class StepRecord:
-    """One audit run of the search, for the report and the benchmark."""
+    """One audit run of the search, for the report and the benchmark.
+
+    `checkout_s` is what bringing the moving tree to the step took: a git checkout in the
+    reused tree, or fetching and extracting a release's sdist (cached after the first time).
+    """
 
     step: int
     revision: str

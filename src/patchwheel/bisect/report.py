@@ -137,6 +137,10 @@ class BisectReport:
         return "\n".join(_markdown(self)) + "\n"
 
 
+def _short(revision_id: str) -> str:
+    return Revision(revision_id, "", "").short
+
+
 def _pr(revision: Revision) -> str:
     return f"#{revision.pr}" if revision.pr else "—"
 
@@ -196,9 +200,7 @@ def _markdown(r: BisectReport) -> list[str]:
                 f"- New: `{f.new}`",
             ]
             lines += [f"  - {c}" for c in f.changes]
-            lines.append(
-                f"- Audit runs: {f.audit_runs} (" + ", ".join(p[:10] for p in f.probes) + ")"
-            )
+            lines.append(f"- Audit runs: {f.audit_runs} (" + ", ".join(map(_short, f.probes)) + ")")
     if r.unchanged:
         lines += ["", "## Present at both ends", "", f"These findings are {r.unchanged_note()}", ""]
         lines += [
@@ -213,13 +215,14 @@ def _markdown(r: BisectReport) -> list[str]:
         "",
         "## Audit runs",
         "",
-        f"| run | step | {unit} | checkout s | audit s | findings |",
+        f"| run | step | {unit} | {'checkout' if r.mode == 'git' else 'sdist'} s | audit s | "
+        "findings |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for n, run in enumerate(r.runs, 1):
-        rev = run.revision[:10] if len(run.revision) == 40 else run.revision
         lines.append(
-            f"| {n} | {run.step} | `{rev}` | {run.checkout_s:.1f} | {run.audit_s:.1f} | "
+            f"| {n} | {run.step} | `{_short(run.revision)}` | {run.checkout_s:.1f} | "
+            f"{run.audit_s:.1f} | "
             f"{run.findings} |"
         )
     return lines
