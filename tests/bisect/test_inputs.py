@@ -11,6 +11,7 @@ from patchwheel.bisect.checkout import Checkout
 from patchwheel.bisect.run import channel_repo
 from patchwheel.errors import BisectError, ConfigError
 from patchwheel.upstream.cache import Cache
+from tests import support
 from tests.bisect import _history
 
 
@@ -127,3 +128,14 @@ def test_one_sparse_checkout_reused(setup: _history.Setup, tmp_path: Path) -> No
     assert "eos_token_id" not in (again.path / "vllm" / "v1" / "request.py").read_text()
     with pytest.raises(BisectError, match="cannot check out"):
         again.checkout("f" * 40)
+
+
+def test_a_step_that_cannot_be_audited_names_its_commit(
+    setup: _history.Setup, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken"
+    support.run_git(tmp_path, "clone", "-q", str(setup.history.repo), str(broken))
+    support.run_git(broken, "rm", "-q", "-r", "vllm")
+    support.run_git(broken, "commit", "-q", "-m", "Move the package away (#9999)")
+    with pytest.raises(BisectError, match=r"the audit at [0-9a-f]{40} \(Move the package away"):
+        bisect(setup, "v0.1.0", "HEAD", repo=broken)

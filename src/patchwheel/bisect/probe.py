@@ -24,6 +24,7 @@ from patchwheel.audit.report import Finding
 from patchwheel.audit.run import AuditRun, audit_run
 from patchwheel.audit.signatures import ProviderSide
 from patchwheel.bisect.history import Revision
+from patchwheel.errors import BisectError, PatchwheelError
 
 Side = Literal["provider", "consumer"]
 _NAMED = (Kind.MISSING_NAME, Kind.MISSING_ATTRIBUTE)
@@ -135,9 +136,14 @@ class Prober:
             f"{revision.subject[:70]}"
         )
         start = time.perf_counter()
-        tree = self.trees.tree(step)
-        checkout_s = time.perf_counter() - start
-        run = self._audit(tree)
+        try:
+            tree = self.trees.tree(step)
+            checkout_s = time.perf_counter() - start
+            run = self._audit(tree)
+        except PatchwheelError as exc:
+            raise BisectError(
+                f"the audit at {revision.id} ({revision.subject}) could not run: {exc}"
+            ) from exc
         audit_s = time.perf_counter() - start - checkout_s
         self.runs[step] = run
         keys = {k for f in run.report.findings for k in keys_of(f, self.moving)}
