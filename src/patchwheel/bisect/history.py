@@ -161,9 +161,10 @@ def _is_ancestor(git_dir: Path, ancestor: str, commit: str) -> bool:
 def provenance(git_dir: Path, path: Path, bad: str) -> dict[str, object]:
     """Where the history came from and where it ends, as far as the repository itself says.
 
-    ``later_on_main_line``: how many commits the repository holds after bad on a first-parent
-    line through bad (0: the history of bad's line ends at bad; a change after it is beyond
-    the available history). ``newest_commit``: the newest commit of any branch, for scale.
+    ``later_on_main_line``: how many commits a branch of the repository holds after bad on a
+    first-parent line through bad (0: the history of bad's line ends at bad; a change after it
+    is beyond the available history). Branches only: a forge's pull-request refs are no line
+    of the project. ``newest_commit``: the newest commit of any branch, for scale.
     """
     remotes = git(git_dir, "config", "--get-regexp", r"^remote\..*\.url$", check=False)
     newest = git(
@@ -176,7 +177,15 @@ def provenance(git_dir: Path, path: Path, bad: str) -> dict[str, object]:
         "refs/remotes",
     ).strip()
     later, through = 0, None
-    containing = git(git_dir, "for-each-ref", "--contains", bad, "--format=%(refname)")
+    containing = git(
+        git_dir,
+        "for-each-ref",
+        "--contains",
+        bad,
+        "--format=%(refname)",
+        "refs/heads",
+        "refs/remotes",
+    )
     for ref in containing.split():
         commits = git(git_dir, "rev-list", "--first-parent", ref, "--not", bad).split()
         if commits and _first_parent(git_dir, commits[-1]) == bad and len(commits) > later:
@@ -188,7 +197,7 @@ def provenance(git_dir: Path, path: Path, bad: str) -> dict[str, object]:
         "remotes": [line.split(" ", 1)[1] for line in remotes.splitlines() if " " in line],
         "refs": len(git(git_dir, "for-each-ref", "--format=%(refname)").split()),
         "newest_commit": {"id": sha, "date": date, "ref": ref} if sha else None,
-        "refs_containing_bad": containing.split(),
+        "branches_containing_bad": containing.split(),
         "later_on_main_line": later,
         "later_through": through,
     }
