@@ -142,3 +142,15 @@ def roll(session: nox.Session) -> None:
     except nox.command.CommandFailed as exc:
         # nox reports every failure as 1; a scheduler wants 1 (a person) told from 2 (error).
         raise SystemExit(exc.return_code or 1) from exc
+
+
+@nox.session(python=PYTHON)
+def bisect(session: nox.Session) -> None:
+    """The first upstream commit where each audit finding appears or disappears (no wheels).
+
+    nox -s bisect -- --target T --good REV --bad REV [--project vllm] [--repo PATH]
+        [--consumer-target T] [--baseline PIN] [--report-dir DIR]
+    nox -s bisect -- --target T --good vllm==0.28.0 --bad vllm==0.29.0   (release sdists)
+    """
+    _install(session)
+    session.run("patchwheel", "bisect", *session.posargs)

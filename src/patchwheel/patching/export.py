@@ -330,3 +330,18 @@ def check_and_record(
     vendor.write_state(
         repo, {"upstream": identity, "upstream_commit": upstream_commit, "applied": applied}
     )
+
+
+def line_origin(repo: Path, path: str, line: int) -> str | None:
+    """The patch whose commit wrote ``path:line`` of a vendor tree (None: upstream code)."""
+    proc = vendor_git.run(
+        repo, "blame", "--porcelain", "-L", f"{line},{line}", "HEAD", "--", path, check=False
+    )
+    if proc.returncode != 0 or not proc.stdout:
+        return None
+    commit = proc.stdout.split(maxsplit=1)[0].decode()
+    state = vendor.read_state(git.Repo(repo))
+    for name, _sha, patch_commit in applied_entries(state):
+        if patch_commit == commit:
+            return name
+    return None

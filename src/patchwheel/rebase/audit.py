@@ -12,8 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import git
-
 from patchwheel import console
 from patchwheel.audit import run_audit
 from patchwheel.audit.layout import declared_pin
@@ -21,8 +19,7 @@ from patchwheel.config.lock import LockedPin, read_lock
 from patchwheel.config.pins import parse_pin
 from patchwheel.config.targets import LOCK_FILE, PinSpec
 from patchwheel.errors import PatchwheelError
-from patchwheel.patching import vendor, vendor_git
-from patchwheel.patching.export import applied_entries
+from patchwheel.patching.export import line_origin
 from patchwheel.rebase.state import RebaseState, backup_dir
 from patchwheel.upstream.cache import Cache
 from patchwheel.upstream.sources import source_tree, source_tree_of
@@ -101,21 +98,6 @@ def run_audits(state: RebaseState, cache: Cache) -> dict[str, Any]:
             "pairs": pairs,
         }
     return {"status": "ran", "pairs": pairs}
-
-
-def line_origin(repo: Path, path: str, line: int) -> str | None:
-    """The patch whose commit wrote ``path:line`` of a vendor tree (None: upstream code)."""
-    proc = vendor_git.run(
-        repo, "blame", "--porcelain", "-L", f"{line},{line}", "HEAD", "--", path, check=False
-    )
-    if proc.returncode != 0 or not proc.stdout:
-        return None
-    commit = proc.stdout.split(maxsplit=1)[0].decode()
-    state = vendor.read_state(git.Repo(repo))
-    for name, _sha, patch_commit in applied_entries(state):
-        if patch_commit == commit:
-            return name
-    return None
 
 
 def _tree(entry: LockedPin, target_dir: Path, cache: Cache) -> Path:

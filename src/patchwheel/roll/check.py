@@ -14,7 +14,6 @@ audit finds, verify.
 
 from __future__ import annotations
 
-import importlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ import git
 from patchwheel import console
 from patchwheel.audit.report import AuditReport
 from patchwheel.audit.target import CONSUMER, PROVIDER, audit_trees
+from patchwheel.bisect.run import bisect_target
 from patchwheel.building.run import build_target
 from patchwheel.config.lock import LockedPin
 from patchwheel.config.pins import IndexPin, parse_pin
@@ -210,10 +210,6 @@ def _bisect(
     )
 
 
-# ----------------------------------------------------------------------- BISECT CALL SITE
-# The one place roll calls `patchwheel.bisect` (issue 12, point 4, built on its own branch).
-# Until that package is in this checkout, the roll reports bisect as unavailable; once it is,
-# replace the import below by `from patchwheel.bisect.run import bisect_target`.
 def run_bisect(
     workspace: Workspace,
     cache: Cache,
@@ -225,19 +221,9 @@ def run_bisect(
     repo: Path | None,
 ) -> dict[str, Any]:
     """Bisect the audit's drift between ``good`` and ``bad`` (never raises: errors recorded)."""
-    try:
-        module = importlib.import_module("patchwheel.bisect.run")
-    except ModuleNotFoundError:
-        return {
-            "status": "unavailable",
-            "reason": "patchwheel.bisect is not in this checkout; run "
-            f"`nox -s bisect -- --target {target} --good {good} --bad {bad}` where it is",
-            "good": good,
-            "bad": bad,
-        }
     console.status(f"bisect {project} {good[:12]}..{bad[:12]} for the audit's drift")
     try:
-        report = module.bisect_target(
+        report = bisect_target(
             workspace,
             cache,
             target,
@@ -247,12 +233,10 @@ def run_bisect(
             repo=repo,
             consumer_target=target,
         )
-        data: Any = report.to_json()
-        markdown = str(report.to_markdown())
+        data: Any = report.to_dict()
+        markdown = report.to_markdown()
     except PatchwheelError as exc:
         return {"status": "error", "error": str(exc), "good": good, "bad": bad}
-    if isinstance(data, str):
-        data = json.loads(data)
     return {"status": "ran", "good": good, "bad": bad, "report": data, "markdown": markdown}
 
 
