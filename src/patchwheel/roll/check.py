@@ -14,7 +14,6 @@ audit finds, verify.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
