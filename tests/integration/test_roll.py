@@ -175,6 +175,11 @@ def test_roll_to_latest_reports_new_drift(world: World, tmp_path: Path) -> None:
     assert any("Engine" in s for s in symbols), symbols
     assert report["bisect"]["good"] == world.build(1).commit
     assert report["bisect"]["bad"] == n6.commit
+    # the bisect names the nightly commit that removed the keyword the consumer passes
+    assert report["bisect"]["status"] == "ran", report["bisect"]
+    flips = report["bisect"]["report"]["flips"]
+    assert {f["commit"]["id"] for f in flips} == {n6.commit}, flips
+    assert "[Core] fixed block size (#40006)" in report["bisect"]["markdown"]
     assert report["verification"]["status"] == "skipped"
     assert "answer the drift" in report["next"][0]
 

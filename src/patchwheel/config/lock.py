@@ -28,7 +28,7 @@ from packaging.utils import (
     parse_sdist_filename,
     parse_wheel_filename,
 )
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from patchwheel import atomic
 from patchwheel.config.pins import (
@@ -49,11 +49,11 @@ SCHEMA = 1
 HEADER = "# Resolved pins of this target. Written by `patchwheel lock`; do not edit by hand.\n"
 
 # The keys an entry of each kind has: (required, optional). Anything else is refused.
-_ARTIFACT = (("pin", "kind", "sha256", "filename"), ("size", "url"))
+_ARTIFACT = (("pin", "kind", "sha256", "filename"), ("size", "url", "version"))
 KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "sdist": _ARTIFACT,
     "wheel": _ARTIFACT,
-    "git": (("pin", "kind", "commit"), ("url", "rev")),
+    "git": (("pin", "kind", "commit"), ("url", "rev", "version")),
     "directory": (("pin", "kind"), ()),
 }
 SDIST_SUFFIXES = (".tar.gz", ".zip")
@@ -131,11 +131,26 @@ def _value_problem(kind: str, entry: Mapping[str, Any]) -> tuple[str, str] | Non
             return "filename", bad_name
         if isinstance(pin, IndexPin) and _file_version(entry["filename"]) != Version(pin.version):
             return "filename", f"{entry['filename']!r} is not version {pin.version} of the pin"
+        # the channel's build version (labels aside: a variant's wheel adds its own, ``.cpu``)
+        version = _parsed(entry["version"]) if "version" in entry else None
+        if "version" in entry and (
+            version is None or version.public != _file_version(entry["filename"]).public
+        ):
+            return "version", f"{entry['version']!r} is not the version of {entry['filename']!r}"
         if entry.get("size", 0) < 0:
             return "size", f"{entry['size']!r} is negative"
     if kind == "git" and not COMMIT_RE.match(entry["commit"]):
         return "commit", f"{entry['commit']!r} is not a commit id (40 lowercase hex digits)"
+    if "version" in entry and _parsed(entry["version"]) is None:
+        return "version", f"{entry['version']!r} is not a version (PEP 440)"
     return None
+
+
+def _parsed(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
 
 
 def _kind_problem(kind: str, pin: Pin, entry: Mapping[str, Any]) -> tuple[str, str] | None:

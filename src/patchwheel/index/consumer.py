@@ -12,6 +12,10 @@ manifest.json under ``consumer``):
   hash-checking mode for every requirement, which fails unless the whole closure is hashed.
 * ``constraints-hashed.txt``: the same pins with ``--hash=sha256:…``, for uv, which checks
   the hashes of these lines only.
+* When two variants of a project are one distribution (vLLM's nightly CPU wheel is ``vllm``
+  with a ``+…cpu`` label, like the CUDA one), one file cannot pin both: each variant then has
+  its own ``constraints-<variant>.txt`` and ``constraints-hashed-<variant>.txt`` (the
+  unvariant projects and that variant's wheel), and the commands use them.
 * ``excludes-<variant>.txt``: the dependencies a variant leaves out (target.toml
   ``[consumer.<variant>] exclude``), for ``uv pip install --excludes``; pip uninstalls them.
 * ``INSTALL.md``: the built versions and the exact commands, per variant, pip and uv.
@@ -67,6 +71,23 @@ def excludes_file(flavour: str) -> str:
     return f"excludes-{flavour}.txt"
 
 
+def per_variant(target: Target) -> bool:
+    """Whether two variants of a project share a distribution name (constraints per variant)."""
+    for project in target.projects:
+        names = [canonicalize_name(v.distribution) for v in project.variants]
+        if len(names) != len(set(names)):
+            return True
+    return False
+
+
+def constraints_file(target: Target, flavour: str, *, hashed: bool = False) -> str:
+    """The name of the constraints file a flavour installs with."""
+    base = "constraints-hashed" if hashed else "constraints"
+    if per_variant(target) and flavour != DEFAULT_FLAVOUR:
+        return f"{base}-{flavour}.txt"
+    return CONSTRAINTS_HASHED if hashed else CONSTRAINTS
+
+
 def checkout_index_url(target: str) -> str:
     """The target's own index in a checkout, as a shell word: ``file://$PWD/build/<t>/simple``."""
     return f"file://$PWD/build/{target}/simple"
@@ -117,7 +138,7 @@ def install_commands(
                 (
                     (venv_python, "-m", "pip", "install"),
                     *indexes,
-                    ("-c", f"{where}/{CONSTRAINTS}"),
+                    ("-c", f"{where}/{constraints_file(target, spec.flavour)}"),
                     requirements,
                 ),
             ),
@@ -135,7 +156,7 @@ def install_commands(
             (
                 ("uv", "pip", "install", "--python", venv_python),
                 *indexes,
-                ("-c", f"{where}/{CONSTRAINTS_HASHED}"),
+                ("-c", f"{where}/{constraints_file(target, spec.flavour, hashed=True)}"),
                 *excludes,
                 requirements,
             ),
@@ -150,13 +171,19 @@ def render(commands: Sequence[Command]) -> str:
 
 def consumer_files(target: Target, wheels: Sequence[WheelEntry]) -> dict[str, str]:
     """Every file of the consumer set, by name: constraints, excludes, INSTALL.md."""
-    pins = _pins(target, wheels)
-    files = {
-        CONSTRAINTS: _constraints_header(target.name)
-        + "".join(f"{w.distribution}=={w.version}\n" for w in pins),
-        CONSTRAINTS_HASHED: _hashed_header(target.name)
-        + "".join(f"{w.distribution}=={w.version} --hash=sha256:{w.sha256}\n" for w in pins),
-    }
+    sets = {"": _pins(target, wheels)} if not per_variant(target) else {}
+    if per_variant(target):
+        for flavour in target.consumers:
+            chosen = [w for w in wheels if w.variant is None or w.variant == flavour]
+            sets[flavour] = _pins(target, chosen)
+    files: dict[str, str] = {}
+    for flavour, pins in sets.items():
+        files[constraints_file(target, flavour or DEFAULT_FLAVOUR)] = _constraints_header(
+            target.name
+        ) + "".join(f"{w.distribution}=={w.version}\n" for w in pins)
+        files[constraints_file(target, flavour or DEFAULT_FLAVOUR, hashed=True)] = _hashed_header(
+            target.name
+        ) + "".join(f"{w.distribution}=={w.version} --hash=sha256:{w.sha256}\n" for w in pins)
     for spec in target.consumers.values():
         if spec.exclude:
             files[excludes_file(spec.flavour)] = (
@@ -164,7 +191,8 @@ def consumer_files(target: Target, wheels: Sequence[WheelEntry]) -> dict[str, st
                 "(uv pip install --excludes; pip uninstalls them after installing).\n"
                 + "".join(f"{name}\n" for name in spec.exclude)
             )
-    files[INSTALL_MD] = install_md(target, pins)
+    every = {(w.distribution, w.version): w for pins in sets.values() for w in pins}
+    files[INSTALL_MD] = install_md(target, [every[k] for k in sorted(every)])
     return files
 
 

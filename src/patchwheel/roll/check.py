@@ -120,7 +120,13 @@ def run_checks(workspace: Workspace, cache: Cache, state: RollState) -> Checks:
     if capture.report is not None and capture.report.findings:
         began = time.monotonic()
         checks.bisect = _bisect(
-            workspace, cache, state, old[project.source.key], project.channel, project.name
+            workspace,
+            cache,
+            state,
+            old[project.source.key],
+            project.channel,
+            project.name,
+            baseline=baseline,
         )
         state.add_time("bisect", time.monotonic() - began)
         checks.verification = {
@@ -195,7 +201,10 @@ def _bisect(
     old: LockedPin,
     channel: Channel | None,
     project: str,
+    *,
+    baseline: Path | None,
 ) -> dict[str, Any]:
+    """Bisect the drift the build's audit found, against the same baseline (the old sources)."""
     good = old_commit(old, channel, cache)
     bad = str(state.new.get("commit", ""))
     if good is None or not bad:
@@ -205,7 +214,14 @@ def _bisect(
         }
     repo = cache.git_path(gitsrc.mirror_key(channel.repository)) if channel else None
     return run_bisect(
-        workspace, cache, state.output, project=project, good=good, bad=bad, repo=repo
+        workspace,
+        cache,
+        state.output,
+        project=project,
+        good=good,
+        bad=bad,
+        repo=repo,
+        baseline=baseline,
     )
 
 
@@ -218,8 +234,13 @@ def run_bisect(
     good: str,
     bad: str,
     repo: Path | None,
+    baseline: Path | None = None,
 ) -> dict[str, Any]:
-    """Bisect the audit's drift between ``good`` and ``bad`` (never raises: errors recorded)."""
+    """Bisect the audit's drift between ``good`` and ``bad`` (never raises: errors recorded).
+
+    ``baseline``: the provider tree the audit compared against (the old pin's sources), so the
+    bisect follows the same findings; default the target's own provider.
+    """
     console.status(f"bisect {project} {good[:12]}..{bad[:12]} for the audit's drift")
     try:
         report = bisect_target(
@@ -231,6 +252,7 @@ def run_bisect(
             bad=bad,
             repo=repo,
             consumer_target=target,
+            baseline=str(baseline) if baseline is not None else None,
         )
         data: Any = report.to_dict()
         markdown = report.to_markdown()
