@@ -83,7 +83,12 @@ def full_report() -> GpuReport:
 
 def test_status_and_schema_of_a_report() -> None:
     r = full_report()
+    assert r.status == "incomplete"  # no training, no throughput yet
+    r.training = {"passed": True}
+    r.throughput = {"sides": {}}
     assert r.status == "passed"
+    r.families.pop()
+    assert r.status == "incomplete"
     check_schema(r.to_json())
     r.families[1] = family_record("qwen3", passed=False)
     assert r.status == "failed"
@@ -127,8 +132,9 @@ def test_a_later_call_keeps_the_other_stages_of_the_same_build_only(tmp_path: Pa
     assert rebuilt.families == []
     # The stage this call runs is never taken from the old report.
     again = GpuReport(target="vllm-0.26", inputs="abc", packages=PACKAGES)
-    again.keep_from(path, ("correctness",))
-    assert again.families == [] and again.training["steps"] == 12
+    again.keep_from(path, ("correctness",), ("qwen3", "deepseek_v3"))
+    assert [f["family"] for f in again.families] == ["llama", "qwen3_moe"]
+    assert again.training["steps"] == 12
 
 
 def test_summary_shows_families_training_throughput_and_the_goal(tmp_path: Path) -> None:

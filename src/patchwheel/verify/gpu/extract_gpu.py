@@ -12,6 +12,7 @@ go into ``OUT_DIR/result.json`` beside extract.py's fields.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
@@ -32,6 +33,7 @@ def _record_engine() -> None:
     cls: Any = module.VllmHiddenStatesGenerator
     original = cls.__init__
 
+    @functools.wraps(original)  # extract.py reads the generator's signature through this
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
         config = getattr(self, "vllm_config", None) or self.executor.vllm_config

@@ -3,9 +3,9 @@ against one schema), and ``verify-gpu.md``, its human-readable summary beside it
 
 One report may gather several calls of the session on the same build (``--stages``: e.g. the
 families and training in one call, the timings in the next, as a device's time limit per call
-requires): a call keeps the blocks of the stages it did not run from a report at the same
-path of the same target, inputs hash, TP size and installed wheels, and lists itself under
-``runs``.
+requires): a call keeps the blocks of the stages it does not run, and the families it does
+not check again, from a report at the same path of the same target, inputs hash, TP size,
+dtype and installed wheels, and lists itself under ``runs``.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 
 from patchwheel import atomic
 from patchwheel.errors import VerifyError
+from patchwheel.verify.families import FAMILIES
 
 REPORT_NAME = "verify-gpu.json"
 SUMMARY_NAME = "verify-gpu.md"
@@ -82,14 +83,18 @@ class GpuReport:
 
     @property
     def status(self) -> str:
-        """passed, failed (a check failed or a stage errored) or incomplete (no families)."""
+        """passed, failed (a check failed or a stage errored) or incomplete (a family, the
+        training or the throughput not run yet)."""
         if self.error is not None or any(not f["passed"] for f in self.families):
             return "failed"
         if self.training and not self.training.get("passed"):
             return "failed"
         if self.throughput and "error" in self.throughput:
             return "failed"
-        return "passed" if self.families else "incomplete"
+        checked = {f["family"] for f in self.families}
+        if not set(FAMILIES) <= checked or not self.training or not self.throughput:
+            return "incomplete"
+        return "passed"
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON data."""
@@ -112,8 +117,11 @@ class GpuReport:
             "error": self.error,
         }
 
-    def keep_from(self, path: Path, stages: tuple[str, ...]) -> None:
-        """Take the other stages' blocks and runs from an earlier report of the same build."""
+    def keep_from(
+        self, path: Path, stages: tuple[str, ...], rerun_families: tuple[str, ...] = ()
+    ) -> None:
+        """Take the other stages' blocks, the families not checked again and the runs from an
+        earlier report of the same build."""
         try:
             old = json.loads(path.read_text("utf-8"))
         except (OSError, ValueError):
@@ -129,8 +137,11 @@ class GpuReport:
         )
         if not same:
             return
-        if "correctness" not in stages:
-            self.families = list(old.get("families") or [])
+        # Families: every earlier one this call does not check again (a call that ran out of
+        # time leaves the rest to the next).
+        self.families = [
+            f for f in old.get("families") or [] if f.get("family") not in rerun_families
+        ]
         if "training" not in stages:
             self.training = dict(old.get("training") or {})
         if "throughput" not in stages:

@@ -72,7 +72,8 @@ def verify_gpu(options: GpuOptions, console: Console | None = None) -> GpuReport
     runtime = prepare_runtime(options, wheels, console)
     report.packages = installed_packages(runtime, wheels)
     report.machine = {"gpu": gpu, "versions": _versions(runtime)}
-    report.keep_from(options.report_path, options.stages)
+    rerun = options.families if "correctness" in options.stages else ()
+    report.keep_from(options.report_path, options.stages, rerun)
     console.print(
         "installed "
         + ", ".join(f"{p['distribution']}=={p['version']}" for p in report.packages)
@@ -121,7 +122,6 @@ def verify_gpu(options: GpuOptions, console: Console | None = None) -> GpuReport
 def _correctness(
     options: GpuOptions, runtime: Runtime, report: GpuReport, console: Console, started: float
 ) -> None:
-    report.families = []
     for family in options.families:
         result = check_family(options, runtime, family, options.tp, console)
         report.families.append(result)
