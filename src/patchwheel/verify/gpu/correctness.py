@@ -79,10 +79,11 @@ def requested_settings(plan: VerifyPlan, tp: int) -> dict[str, Any]:
     }
 
 
-def check_family(
+def extract_family(
     options: GpuOptions, runtime: Runtime, family: str, tp: int, console: Console
-) -> dict[str, Any]:
-    """Extraction of one family at TP ``tp`` against transformers and the vLLM oracle."""
+) -> tuple[VerifyPlan, Path, Calls, dict[str, Any], dict[str, Any], Side]:
+    """The family's model and prompts, and speculators' extraction of them at TP ``tp`` into
+    ``families/<family>/extraction-tp<tp>``; refuse a generator that ignores a setting."""
     spec = FamilySpec(family)
     plan = family_plan(spec, options.dtype)
     root = options.work_dir / "families" / family
@@ -115,6 +116,17 @@ def check_family(
             f"{', '.join(unsupported)}: the extraction would have run without these settings "
             "(is the series missing the patch that adds them?)"
         )
+    return plan, model_dir, calls, settings, extraction_kwargs, extraction
+
+
+def check_family(
+    options: GpuOptions, runtime: Runtime, family: str, tp: int, console: Console
+) -> dict[str, Any]:
+    """Extraction of one family at TP ``tp`` against transformers and the vLLM oracle."""
+    plan, model_dir, calls, settings, extraction_kwargs, extraction = extract_family(
+        options, runtime, family, tp, console
+    )
+    root = options.work_dir / "families" / family
     oracle = _run_side(
         runtime,
         ORACLE_SCRIPT,

@@ -1,7 +1,7 @@
 """A few optimizer steps of speculators' own EAGLE-3 trainer on the files this session
-extracted (the Llama family's extraction at the session's TP size), in the wheels' python
-(``gpu/train_draft.py``); loss before and after. Fails when the loss is not finite or did not
-decrease.
+extracted (the Llama family's extraction at the session's TP size; extracted here when no
+correctness stage ran with this ``--work-dir``), in the wheels' python (``gpu/train_draft.py``);
+loss before and after. Fails when the loss is not finite or did not decrease.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 from rich.console import Console
 
 from patchwheel.errors import VerifyError
+from patchwheel.verify.gpu.correctness import extract_family
 from patchwheel.verify.gpu.install import Runtime
 from patchwheel.verify.gpu.options import GpuOptions
 
@@ -28,11 +29,8 @@ def train_draft(options: GpuOptions, runtime: Runtime, console: Console) -> dict
     family = options.work_dir / "families" / FAMILY
     extraction = family / f"extraction-tp{options.tp}"
     if not (extraction / "hidden_states.safetensors").is_file():
-        raise VerifyError(
-            f"no extracted files to train on in {extraction}: run the session with "
-            f"--stages correctness (and the {FAMILY} family) first, with the same --work-dir "
-            f"and --tp {options.tp}"
-        )
+        # No correctness stage on this machine yet (another call, a fresh machine): extract.
+        extract_family(options, runtime, FAMILY, options.tp, console)
     work = options.work_dir / "training"
     if work.exists():
         shutil.rmtree(work)
