@@ -10,6 +10,7 @@ import argparse
 import json
 import subprocess
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -68,55 +69,77 @@ def verify_gpu(options: GpuOptions, console: Console | None = None) -> GpuReport
         f"GPU: {gpu['count']} x {gpu['name']} ({gpu['sm']}), driver {gpu['driver']}, "
         f"CUDA {gpu['cuda']}, torch {gpu['torch']}"
     )
-    wheels = gpu_wheels(options.manifest_dir, options.wheelhouse)
-    runtime = prepare_runtime(options, wheels, console)
-    report.packages = installed_packages(runtime, wheels)
-    report.machine = {"gpu": gpu, "versions": _versions(runtime)}
-    rerun = options.families if "correctness" in options.stages else ()
-    report.keep_from(options.report_path, options.stages, rerun)
-    console.print(
-        "installed "
-        + ", ".join(f"{p['distribution']}=={p['version']}" for p in report.packages)
-        + " (sha256 and every file checked)"
+    errors: list[str] = []
+    try:
+        wheels = gpu_wheels(options.manifest_dir, options.wheelhouse)
+        runtime = prepare_runtime(options, wheels, console)
+        report.packages = installed_packages(runtime, wheels)
+        report.machine = {"gpu": gpu, "versions": _versions(runtime)}
+        rerun = options.families if "correctness" in options.stages else ()
+        report.keep_from(options.report_path, options.stages, rerun)
+        console.print(
+            "installed "
+            + ", ".join(f"{p['distribution']}=={p['version']}" for p in report.packages)
+            + " (sha256 and every file checked)"
+        )
+        # Each stage runs even when an earlier one failed: one call shows everything.
+        if "correctness" in options.stages:
+            _stage(errors, lambda: _correctness(options, runtime, report, console, started))
+        if "training" in options.stages:
+            _stage(errors, lambda: _training(options, runtime, report, console, started))
+        if "throughput" in options.stages:
+            _stage(errors, lambda: _throughput(options, runtime, report, console))
+    except VerifyError as exc:  # installing: nothing can run
+        errors.append(str(exc))
+    finally:
+        if errors:
+            report.error = "; ".join(errors)
+        write_report(report, options.report_path, started)
+    if errors:
+        raise VerifyError(report.error or "; ".join(errors))
+    return report
+
+
+def _stage(errors: list[str], run: Callable[[], None]) -> None:
+    try:
+        run()
+    except VerifyError as exc:
+        errors.append(str(exc))
+
+
+def _training(
+    options: GpuOptions, runtime: Runtime, report: GpuReport, console: Console, started: float
+) -> None:
+    try:
+        report.training = train_draft(options, runtime, console)
+    except VerifyError as exc:
+        report.training = {"error": str(exc), "passed": False}
+        raise
+    write_report(report, options.report_path, started)
+    if not report.training["passed"]:
+        raise VerifyError(
+            "training did not lower the loss (or it is not finite): "
+            f"{report.training['loss_before']} -> {report.training['loss_after']}"
+        )
+
+
+def _throughput(options: GpuOptions, runtime: Runtime, report: GpuReport, console: Console) -> None:
+    baseline = (
+        install_baseline(options, runtime, console)
+        if options.baseline_speculators is not None
+        else None
     )
     try:
-        if "correctness" in options.stages:
-            _correctness(options, runtime, report, console, started)
-        if "training" in options.stages:
-            try:
-                report.training = train_draft(options, runtime, console)
-            except VerifyError as exc:
-                report.training = {"error": str(exc), "passed": False}
-                raise
-            write_report(report, options.report_path, started)
-            if not report.training["passed"]:
-                raise VerifyError(
-                    "training did not lower the loss (or it is not finite): "
-                    f"{report.training['loss_before']} -> {report.training['loss_after']}"
-                )
-        if "throughput" in options.stages:
-            baseline = (
-                install_baseline(options, runtime, console)
-                if options.baseline_speculators is not None
-                else None
-            )
-            try:
-                report.throughput = measure_throughput(options, runtime, console, baseline)
-            except VerifyError as exc:
-                report.throughput = {"error": str(exc)}
-                raise
-            goal = report.throughput.get("goal")
-            if goal:
-                console.print(
-                    f"extraction / compiled default = {goal['ratio']} "
-                    f"(goal {goal['min_ratio']}: {'met' if goal['met'] else 'NOT met'})"
-                )
+        report.throughput = measure_throughput(options, runtime, console, baseline)
     except VerifyError as exc:
-        report.error = report.error or str(exc)
+        report.throughput = {"error": str(exc)}
         raise
-    finally:
-        write_report(report, options.report_path, started)
-    return report
+    goal = report.throughput.get("goal")
+    if goal:
+        console.print(
+            f"extraction / compiled default = {goal['ratio']} "
+            f"(goal {goal['min_ratio']}: {'met' if goal['met'] else 'NOT met'})"
+        )
 
 
 def _correctness(
@@ -141,16 +164,14 @@ def _correctness(
             + f" ({tra['role']}) -> {'passed' if result['passed'] else 'FAILED'}"
         )
     if crashed:
-        report.error = "; ".join(crashed)
-        raise VerifyError(report.error)
+        raise VerifyError("; ".join(crashed))
     failed = [f for f in report.families if not f["passed"]]
     if failed:
         details = []
         for f in failed:
             for key in ("extraction_vs_vllm_oracle", "extraction_vs_transformers"):
                 details += [f"{f['family']} {key}: {d}" for d in f[key]["first_failures"][:2]]
-        report.error = "extracted hidden states out of tolerance: " + "; ".join(details[:8])
-        raise VerifyError(report.error)
+        raise VerifyError("extracted hidden states out of tolerance: " + "; ".join(details[:8]))
 
 
 def _versions(runtime: Runtime) -> dict[str, str]:
