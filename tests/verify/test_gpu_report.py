@@ -279,3 +279,10 @@ def test_profile_pass_summarises_the_driver_time() -> None:
     profile = speed.profile_pass(step, [[1]])
     assert profile["pass_s"] >= 0.05
     assert profile["categories_s"]["rpc_wait"] >= 0.04
+
+
+def test_profile_names_of_c_methods_are_plain() -> None:
+    assert speed._plain_name("<method 'copy_' of 'torch._C.TensorBase' objects>") == "copy_"
+    assert speed._plain_name("<built-in method torch.cuda.synchronize>") == "synchronize"
+    assert speed._plain_name("<built-in method synchronize>") == "synchronize"
+    assert speed._plain_name("collective_rpc") == "collective_rpc"

@@ -104,7 +104,7 @@ def profile_pass(run: Callable[[list[list[int]]], object], prompts: list[list[in
         rows.append((name, int(calls), float(tottime), float(cumtime)))
     categories = {}
     for category, names in CATEGORIES.items():
-        matching = [r for r in rows if r[0] in names]
+        matching = [r for r in rows if _plain_name(r[0]) in names]
         categories[category] = round(max((r[3] for r in matching), default=0.0), 4)
     top = sorted(rows, key=lambda r: -r[2])[:15]
     return {
@@ -115,6 +115,16 @@ def profile_pass(run: Callable[[list[list[int]]], object], prompts: list[list[in
             for n, c, t, cu in top
         ],
     }
+
+
+def _plain_name(name: str) -> str:
+    """``<method 'copy_' of 'torch._C.TensorBase' objects>`` -> ``copy_``,
+    ``<built-in method torch.cuda.synchronize>`` -> ``synchronize`` (cProfile's C names)."""
+    for prefix in ("<method '", "<built-in method "):
+        if name.startswith(prefix):
+            rest = name[len(prefix) :]
+            name = rest.split("'" if prefix == "<method '" else " ", 1)[0].rstrip(">")
+    return name.rsplit(".", 1)[-1]
 
 
 def _oracle() -> Any:
