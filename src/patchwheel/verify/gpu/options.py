@@ -33,7 +33,6 @@ class GpuOptions:
     prompt_len: int = 1024
     dtype: str = "bfloat16"
     repeats: int = 2
-    throughput: bool = True
     baseline_modes: tuple[str, ...] = ("eager", "default")
     max_num_batched_tokens: int = 16384
     families: tuple[str, ...] = FAMILIES
@@ -78,7 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--profile",
         action="store_true",
-        help="profile one more pass of each throughput side (torch.profiler, host timers)",
+        help="profile one more pass of each throughput side (the driver, start-up phases)",
     )
     parser.add_argument(
         "--baseline-speculators",
@@ -91,7 +90,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt-len", type=int, default=1024)
     parser.add_argument("--dtype", default="bfloat16", choices=sorted(RTOL))
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--no-throughput", action="store_true")
     parser.add_argument(
         "--baselines",
         default="eager,default",
@@ -126,7 +124,6 @@ def options_from(args: argparse.Namespace, workspace: Workspace) -> GpuOptions:
         prompt_len=args.prompt_len,
         dtype=args.dtype,
         repeats=args.repeats,
-        throughput=not args.no_throughput,
         baseline_modes=_modes(args.baselines),
         families=parse_families(args.families),
         stages=_stages(args.stages),
