@@ -52,7 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 2:
         print(__doc__, file=sys.stderr)
         return 2
-    # Last on the path (and the workers'): extract.py and oracle.py, shadowing nothing.
+    # This folder (the session's own modules) off the path; extract.py's and oracle.py's last
+    # on it (and the workers'), shadowing nothing.
+    here = str(Path(__file__).resolve().parent)
+    sys.path[:] = [p for p in sys.path if p and str(Path(p).resolve()) != here]
     sys.path.append(str(VERIFY_DIR))
     parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     os.environ["PYTHONPATH"] = os.pathsep.join([*parts, str(VERIFY_DIR)])
