@@ -163,11 +163,8 @@ def test_summary_shows_families_training_throughput_and_the_goal(tmp_path: Path)
                 "tokens_per_s": 320000.0,
                 "startup_s": 30.0,
                 "effective_settings": eff,
-                "profile": {
-                    "pass_s": 0.9,
-                    "categories_s": {"rpc_wait": 0.5},
-                    "startup_phases_s": {"import": 5.0},
-                },
+                "startup_phases_s": {"import": 5.0, "engine": 20.0},
+                "profile": {"pass_s": 0.9, "categories_s": {"rpc_wait": 0.5}},
             },
             "vllm-default": {
                 "tokens_per_s": 330000.0,
@@ -185,7 +182,7 @@ def test_summary_shows_families_training_throughput_and_the_goal(tmp_path: Path)
     assert "loss 10.5 -> 8.25 (decreased)" in text
     assert "| extraction | 320,000 | 0.970 | 30.0 |" in text
     assert "ratio 0.97 (met)" in text
-    assert "| extraction | 0.90 | import 5.0 |" in text
+    assert "| extraction | 0.90 | import 5.0, engine 20.0 | 0.00 | 0.50 |" in text
     assert "s.whl | sha256 `" + "ab" * 32 in text
 
 

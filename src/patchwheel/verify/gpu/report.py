@@ -306,7 +306,8 @@ def _throughput_lines(thr: dict[str, Any]) -> list[str]:
         ]
         for name, prof in profiles.items():
             cats = prof.get("categories_s", {})
-            phases = ", ".join(f"{k} {v:.1f}" for k, v in prof.get("startup_phases_s", {}).items())
+            side_phases = thr["sides"][name].get("startup_phases_s") or {}
+            phases = ", ".join(f"{k} {v:.1f}" for k, v in side_phases.items())
             lines.append(
                 f"| {name} | {prof.get('pass_s', 0.0):.2f} | {phases} | "
                 + " | ".join(f"{cats.get(c, 0.0):.2f}" for c in PROFILE_COLUMNS)
