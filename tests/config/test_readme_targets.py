@@ -9,7 +9,9 @@ from patchwheel.patching.patches import series_names
 from tests import support
 
 README = support.REPO_ROOT / "README.md"
-ROW = re.compile(r"^\| `(?P<target>[^`]+)`(?: \(default\))? \|[^|]*\|[^|]*\| (?P<count>\d+) patch", re.M)
+ROW = re.compile(
+    r"^\| `(?P<target>[^`]+)`(?: \(default\))? \|[^|]*\|[^|]*\| (?P<count>\d+) patch", re.M
+)
 
 
 def test_the_targets_table_counts_every_committed_series() -> None:
