@@ -132,3 +132,27 @@ def test_manifest_problems_are_named(tmp_path: Path) -> None:
     manifest.write_text('{"wheels": [{"project": "x"}]}')
     with pytest.raises(VerifyError, match="is not a patchwheel manifest"):
         read_manifest(target)
+
+
+def test_a_report_names_the_target_of_the_manifest_not_the_folder(tmp_path: Path) -> None:
+    """A GPU run reads manifest.json from wherever it was carried (e.g. /tmp/wh): the target
+    a report names is the manifest's, not that folder's name."""
+    from patchwheel import manifest
+    from patchwheel.verify.install import built_inputs, built_target
+
+    folder = tmp_path / "wh"
+    folder.mkdir()
+    assert built_target(folder) == "wh"  # no manifest: the folder is all there is
+    made = manifest.Manifest(
+        target="vllm-0.26",
+        description="",
+        patchwheel="0",
+        inputs="ab" * 32,
+        pins={},
+        projects={},
+        wheels=(),
+        audit=None,
+    )
+    (folder / "manifest.json").write_text(json.dumps(made.to_json()))
+    assert built_target(folder) == "vllm-0.26"
+    assert built_inputs(folder) == "ab" * 32

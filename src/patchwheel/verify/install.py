@@ -105,6 +105,14 @@ def built_inputs(target_build_dir: Path) -> str | None:
         return None
 
 
+def built_target(target_build_dir: Path) -> str:
+    """The target a build folder holds (manifest.json's ``target``; else the folder's name)."""
+    try:
+        return manifest.read(manifest.path_in(target_build_dir)).target
+    except (OSError, manifest.ManifestError):
+        return target_build_dir.name
+
+
 def wheel_from_sdist(sdist: BuiltWheel, out_dir: Path, log: Path) -> BuiltWheel:
     """The wheel of an sdist artifact (a project whose series is empty), built with pip here."""
     out_dir.mkdir(parents=True, exist_ok=True)

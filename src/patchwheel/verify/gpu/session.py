@@ -32,7 +32,7 @@ from patchwheel.verify.gpu.options import GpuOptions, add_arguments, options_fro
 from patchwheel.verify.gpu.report import GpuReport, write_report
 from patchwheel.verify.gpu.throughput import measure_throughput
 from patchwheel.verify.gpu.training import train_draft
-from patchwheel.verify.install import built_inputs
+from patchwheel.verify.install import built_inputs, built_target
 from patchwheel.workspace import Workspace
 
 DESCRIPTION = "GPU verification: the built wheels on a CUDA machine, checked and timed."
@@ -47,7 +47,7 @@ def verify_gpu(options: GpuOptions, console: Console | None = None) -> GpuReport
     console = console or Console(stderr=True, soft_wrap=True)
     started = time.monotonic()
     report = GpuReport(
-        target=options.manifest_dir.name,
+        target=built_target(options.manifest_dir),
         inputs=built_inputs(options.manifest_dir),
         dtype=options.dtype,
         rtol=RTOL[options.dtype],
