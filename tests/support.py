@@ -196,15 +196,18 @@ def make_wheel(
     version: str,
     files: dict[str, bytes],
     tag: str = "py3-none-any",
+    metadata: tuple[str, ...] = (),
 ) -> Path:
-    """A valid wheel with the given package files (RECORD and WHEEL included)."""
+    """A valid wheel with the given package files (RECORD and WHEEL included); ``metadata``:
+    more METADATA header lines (``Requires-Dist: …``, ``Provides-Extra: …``)."""
 
     out_dir.mkdir(parents=True, exist_ok=True)
     dist = f"{name.replace('-', '_')}-{version}.dist-info"
     members = dict(files)
     members[f"{dist}/METADATA"] = (
-        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: >=3.8\n\n"
-        "A test wheel.\n"
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: >=3.8\n"
+        + "".join(f"{line}\n" for line in metadata)
+        + "\nA test wheel.\n"
     ).encode()
     members[f"{dist}/WHEEL"] = (
         f"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: {tag}\n"

@@ -120,7 +120,10 @@ class WheelEntry:
 
 @dataclass(frozen=True)
 class Manifest:
-    """What ``build/<target>`` holds and where it came from."""
+    """What ``build/<target>`` holds and where it came from.
+
+    ``consumer`` maps each file of the consumer set (constraints, INSTALL.md) to its sha256.
+    """
 
     target: str
     wheels: tuple[WheelEntry, ...]
@@ -130,6 +133,7 @@ class Manifest:
     pins: dict[str, PinEntry] = field(default_factory=dict)
     projects: dict[str, ProjectEntry] = field(default_factory=dict)
     audit: dict[str, Any] | None = None
+    consumer: dict[str, str] = field(default_factory=dict)
     schema: int = SCHEMA
 
     def to_json(self) -> dict[str, Any]:
@@ -144,6 +148,7 @@ class Manifest:
             "projects": {name: project.to_json() for name, project in self.projects.items()},
             "wheels": [wheel.to_json() for wheel in self.wheels],
             "audit": self.audit,
+            "consumer": self.consumer,
         }
 
     @classmethod
@@ -168,6 +173,9 @@ class Manifest:
                 for k, v in _object(top.get("projects", {}), "projects").items()
             },
             audit=_object(top["audit"], "audit") if top.get("audit") is not None else None,
+            consumer={
+                str(k): str(v) for k, v in _object(top.get("consumer", {}), "consumer").items()
+            },
             schema=int(top.get("schema", SCHEMA)),
         )
 

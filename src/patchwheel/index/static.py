@@ -16,13 +16,11 @@ from __future__ import annotations
 import html
 import json
 import os
-import zipfile
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from packaging.metadata import parse_email
 from packaging.utils import (
     InvalidSdistFilename,
     InvalidWheelFilename,
@@ -35,7 +33,7 @@ from packaging.version import Version
 from patchwheel import atomic
 from patchwheel.errors import BuildError
 from patchwheel.upstream.cache import sha256_bytes
-from patchwheel.wheels.names import find_dist_info, parse_wheel_name
+from patchwheel.wheels import metadata as wheel_metadata
 
 API_VERSION = "1.1"
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
@@ -56,12 +54,9 @@ class Artifact:
 
 def write_metadata_file(wheel: Path) -> tuple[str, str | None]:
     """Write ``<wheel>.metadata`` (PEP 658); return its sha256 and the Requires-Python."""
-    name = parse_wheel_name(wheel.name)
-    with zipfile.ZipFile(wheel) as zf:
-        dist_info = find_dist_info(zf.namelist(), name.distribution)
-        metadata = zf.read(f"{dist_info}/METADATA")
-    atomic.write_bytes(wheel.with_name(wheel.name + ".metadata"), metadata)
-    return sha256_bytes(metadata), parse_email(metadata)[0].get("requires_python")
+    metadata = wheel_metadata.read(wheel)
+    atomic.write_bytes(wheel.with_name(wheel.name + ".metadata"), metadata.raw)
+    return sha256_bytes(metadata.raw), metadata.requires_python
 
 
 def write_index(staging: Path, final: Path, artifacts: list[Artifact]) -> None:
