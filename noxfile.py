@@ -125,3 +125,32 @@ def rebase(session: nox.Session) -> None:
     """
     _install(session)
     session.run("patchwheel", "rebase", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def roll(session: nox.Session) -> None:
+    """Roll a target onto its channel's newest (or a given) revision: rebase, build, audit,
+    bisect drift, verify on CPU, report (build/<target>/roll.md); exit 0 green, 1 a person is
+    needed (the next command is printed), 2 an error.
+
+    nox -s roll -- --target T [--to VERSION|COMMIT|latest] [--new-target NAME]
+    nox -s roll -- --target T --continue | --skip | --abort
+    """
+    _install(session, "verify")
+    try:
+        session.run("patchwheel", "roll", *session.posargs)
+    except nox.command.CommandFailed as exc:
+        # nox reports every failure as 1; a scheduler wants 1 (a person) told from 2 (error).
+        raise SystemExit(exc.return_code or 1) from exc
+
+
+@nox.session(python=PYTHON)
+def bisect(session: nox.Session) -> None:
+    """The first upstream commit where each audit finding appears or disappears (no wheels).
+
+    nox -s bisect -- --target T --good REV --bad REV [--project vllm] [--repo PATH]
+        [--consumer-target T] [--baseline PIN] [--report-dir DIR]
+    nox -s bisect -- --target T --good vllm==0.28.0 --bad vllm==0.29.0   (release sdists)
+    """
+    _install(session)
+    session.run("patchwheel", "bisect", *session.posargs)

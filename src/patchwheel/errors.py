@@ -65,6 +65,10 @@ class AuditError(PatchwheelError):
     """The API-drift audit could not run (not: it found drift)."""
 
 
+class BisectError(PatchwheelError):
+    """A bisect cannot run: a revision, a range or a repository that does not hold it."""
+
+
 class VerifyError(PatchwheelError):
     """Verification could not run or its results do not match the reference."""
 

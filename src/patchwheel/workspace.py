@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import fcntl
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,18 +51,23 @@ class Workspace:
         """``vendor/<target>/<project>``: a project's vendor tree."""
         return self.vendor / target / project
 
-    @contextmanager
-    def locked(self, name: str) -> Iterator[None]:
+    def locked(self, name: str) -> AbstractContextManager[None]:
         """Hold ``build/.locks/<name>.lock``; a second holder waits (and says so)."""
-        lock_dir = self.build / LOCKS
-        lock_dir.mkdir(parents=True, exist_ok=True)
-        with (lock_dir / f"{name}.lock").open("a+") as fh:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                console.status(f"waiting for another patchwheel run holding {name} …")
-                fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+        return build_lock(self.build, name)
+
+
+@contextmanager
+def build_lock(build_dir: Path, name: str) -> Iterator[None]:
+    """Hold ``<build_dir>/.locks/<name>.lock`` (a target's, or the union index's)."""
+    lock_dir = build_dir / LOCKS
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with (lock_dir / f"{name}.lock").open("a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            console.status(f"waiting for another patchwheel run holding {name} …")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

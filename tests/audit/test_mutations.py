@@ -63,17 +63,6 @@ def only(report: AuditReport) -> Finding:
 GENERATOR = "src/cons/generator.py"
 
 
-def test_unchanged_provider_gives_no_findings(
-    tmp_path: Path, consumer: Path, baseline: Path, engine: MypyEngine
-) -> None:
-    report = audit_mutant(tmp_path, consumer, baseline, engine)
-    assert report.findings == []
-    assert report.blind_spots == []
-    assert report.exit_status == 0
-    # The audit did see the consumer's use of the provider.
-    assert report.coverage.calls >= 8 and report.coverage.imports >= 7
-
-
 def test_renamed_inherited_method_through_attribute_typed_by_assignment(
     tmp_path: Path, consumer: Path, baseline: Path, engine: MypyEngine
 ) -> None:

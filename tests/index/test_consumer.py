@@ -151,7 +151,7 @@ def test_consumer_files() -> None:
                 target, checkout_index_url("vllm-0.32"), variant=variant, installer=installer
             )
             assert "```bash\n" + render(commands) + "```" in install
-    with pytest.raises(BuildError, match="builds vllm twice, as 0.32.0 and 0.33.0"):
+    with pytest.raises(BuildError, match=r"builds vllm twice, as 0\.32\.0 and 0\.33\.0"):
         consumer_files(target, [*wheels, wheel("vllm", "0.33.0", "d")])
 
 

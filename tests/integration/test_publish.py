@@ -275,10 +275,12 @@ def test_a_different_file_under_the_same_name_is_refused(
     assert f"already has a different file named {wheel['filename']}" in result.stderr
     assert theirs in result.stderr and wheel["sha256"] in result.stderr
     assert "new local label" in result.stderr
+    assert "nothing of tiny was uploaded" in " ".join(result.stderr.split())
     sdist = built.wheel(patched=False)
-    assert pypi_server.files() == {wheel["filename"]: theirs, sdist["filename"]: sdist["sha256"]}
+    # Every file is checked before any is uploaded: the sdist is held back with the wheel.
+    assert pypi_server.files() == {wheel["filename"]: theirs}
     statuses = {o["filename"]: o["status"] for o in built.report()["outcomes"]}
-    assert statuses == {wheel["filename"]: "refused", sdist["filename"]: "uploaded"}
+    assert statuses == {wheel["filename"]: "refused", sdist["filename"]: "held"}
 
 
 def test_wrong_credentials_fail_clearly_and_print_no_secret(
@@ -315,16 +317,19 @@ def test_credentials_in_the_url_are_refused_and_not_printed(
     assert pypi_server.files() == {}
 
 
-def write_report(built: Built, name: str, status: str, sha256s: list[str]) -> None:
+def write_report(
+    built: Built, name: str, status: str, sha256s: list[str], inputs: str | None = None
+) -> None:
     report = {
         "target": "tiny",
+        "inputs": built.manifest()["inputs"] if inputs is None else inputs,
         "status": status,
         "packages": [{"distribution": "x", "version": "1", "sha256": s} for s in sha256s],
     }
     (built.target_dir / name).write_text(json.dumps(report))
 
 
-def test_require_verified_uploads_only_files_a_passing_report_lists(
+def test_require_verified_uploads_only_a_verified_build(
     built: Built, pypi_server: PypiServer
 ) -> None:
     wheel, sdist = built.wheel(patched=True), built.wheel(patched=False)
@@ -335,25 +340,31 @@ def test_require_verified_uploads_only_files_a_passing_report_lists(
     assert "verify-gpu.json: missing" in none.stderr
     assert pypi_server.files() == {}
 
-    write_report(built, "verify-cpu.json", "passed", [wheel["sha256"]])
-    write_report(built, "verify-gpu.json", "mismatch", [sdist["sha256"]])
-    some = built.publish(pypi_server, "--require-verified")
-    assert some.returncode == 1
-    assert "verify-gpu.json: not passed (status: 'mismatch')" in some.stderr
-    assert pypi_server.files() == {wheel["filename"]: wheel["sha256"]}
+    write_report(built, "verify-cpu.json", "mismatch", [wheel["sha256"]])
+    write_report(built, "verify-gpu.json", "passed", [wheel["sha256"]], inputs="0" * 64)
+    neither = built.publish(pypi_server, "--require-verified")
+    assert neither.returncode == 1
+    assert "verify-cpu.json: not passed (status: 'mismatch')" in neither.stderr
+    assert "verify-gpu.json: not a report of this build" in neither.stderr
+    assert pypi_server.files() == {}
     statuses = {o["filename"]: o["status"] for o in built.report()["outcomes"]}
-    assert statuses == {wheel["filename"]: "uploaded", sdist["filename"]: "unverified"}
+    assert statuses == {wheel["filename"]: "unverified", sdist["filename"]: "unverified"}
 
-    write_report(built, "verify-gpu.json", "passed", ["0" * 64])  # a stale report
+    write_report(built, "verify-gpu.json", "passed", ["0" * 64])  # lists another file
     stale = built.publish(pypi_server, "--require-verified")
     assert stale.returncode == 1
-    assert len(pypi_server.files()) == 1
+    assert pypi_server.files() == {}
 
-    write_report(built, "verify-gpu.json", "passed", [sdist["sha256"]])
+    # This build's passing report lists the patched wheel: the unpatched sdist (the pinned
+    # file itself, which verify never installs) goes with it.
+    write_report(built, "verify-gpu.json", "passed", [wheel["sha256"]])
     done = built.publish(pypi_server, "--require-verified")
     assert done.returncode == 0, done.stderr
-    assert "1 uploaded, 1 skipped" in done.stderr
-    assert len(pypi_server.files()) == 2
+    assert "2 uploaded" in done.stderr
+    assert pypi_server.files() == {
+        wheel["filename"]: wheel["sha256"],
+        sdist["filename"]: sdist["sha256"],
+    }
 
 
 def test_dry_run_and_only_patched_upload_nothing(built: Built, pypi_server: PypiServer) -> None:

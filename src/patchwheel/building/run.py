@@ -12,13 +12,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from patchwheel import __version__, atomic, console
 from patchwheel.building.consistency import Built, check_built_set
 from patchwheel.building.hooks import AuditHook
-from patchwheel.building.plan import Unit, inputs_key, plan, warn_headers
-from patchwheel.building.trees import prepare_vendor_trees
+from patchwheel.building.plan import Unit, check_headers, inputs_key, plan
+from patchwheel.building.trees import (
+    prepare_vendor_trees,
+    recover_vendor_trees,
+    vendor_tree_states,
+)
 from patchwheel.building.unit import Output, build_unit
-from patchwheel.config.lock import locked_pins
+from patchwheel.config.lock import LockedPin, locked_pins
 from patchwheel.config.targets import Target, load_target
 from patchwheel.errors import BuildError
 from patchwheel.index import consumer, outputs, static
@@ -52,15 +58,18 @@ def build_target(
     lock = locked_pins(target)
     units = plan(target, lock)
     key = inputs_key(units)
-    warn_headers(units)
+    check_headers(units)
     with workspace.locked(target.name):
+        # A killed run's half-applied vendor tree goes back to its last good state first:
+        # nothing is decided on a tree in that state.
+        recover_vendor_trees(target, workspace)
         existing = outputs.up_to_date(workspace.build, target.name, key)
         if existing is not None and _consumer_current(workspace.build, target, existing):
-            outputs.collect(workspace.build, target.name)
+            _vendor_trees_to_series(target, lock, units, workspace, cache)
+            outputs.settle(workspace.build, target.name)
             console.status(
                 f"[green]{target.name} is up to date[/] (inputs {key[:12]}): nothing rebuilt"
             )
-            outputs.refresh_union_index(workspace)
             return BuildReport(target.name, True, [], existing, time.monotonic() - start)
         trees = prepare_vendor_trees(target, lock, units, workspace, cache)
         audit_result = audit(target, trees) if audit else None
@@ -70,8 +79,26 @@ def build_target(
         )
         manifest = _manifest(target, key, units, results, audit_result)
         manifest = _store(workspace.build, target, key, results, manifest)
-    outputs.refresh_union_index(workspace)
     return BuildReport(target.name, False, results, manifest, time.monotonic() - start)
+
+
+def _vendor_trees_to_series(
+    target: Target,
+    lock: dict[str, LockedPin],
+    units: list[Unit],
+    workspace: Workspace,
+    cache: Cache,
+) -> None:
+    """With up-to-date outputs: vendor trees at other inputs (a killed run's, say) go back to
+    the series; a tree holding someone's work (edits, commits, a rebase) is left, and said so.
+    """
+    states = vendor_tree_states(target, lock, units, workspace)
+    stale = [name for name, (state, _) in states.items() if state == "stale"]
+    if stale:
+        prepare_vendor_trees(target, lock, units, workspace, cache, only=stale)
+    for name, (state, why) in states.items():
+        if state == "held":
+            console.status(f"[yellow]note:[/] vendor tree {name} left as it is: {escape(why)}")
 
 
 def vendor_trees(target_name: str, workspace: Workspace, cache: Cache) -> dict[str, Path]:
@@ -80,6 +107,7 @@ def vendor_trees(target_name: str, workspace: Workspace, cache: Cache) -> dict[s
     lock = locked_pins(target)
     units = plan(target, lock)
     with workspace.locked(target.name):
+        recover_vendor_trees(target, workspace)
         return prepare_vendor_trees(target, lock, units, workspace, cache)
 
 
@@ -158,7 +186,7 @@ def _store(
     wheels.mkdir()
     entries = []
     for result, entry in zip(results, manifest.wheels, strict=True):
-        dest = wheels / result.filename
+        dest = outputs.store_file(store, result.filename)
         outputs.place(result.path, dest)
         if sha256_file(dest) != result.sha256:
             raise BuildError(f"{dest}: sha256 changed while placing it; re-run the build")

@@ -1,8 +1,9 @@
 """The ``patchwheel`` command: parses arguments, calls the library, prints results.
 
 One module per verb (``build``, ``lock``, ``targets``, ``audit``, ``publish``, ``serve``,
-``wheelhouse``, ``split``, ``join``, ``rebase``, ``export``, ``verify``, ``gpu``), each with a
-``register(subparsers)`` that mounts its parser and handler. A verb imports
+``wheelhouse``, ``split``, ``join``, ``rebase``, ``roll``, ``export``, ``bisect``, ``verify``,
+``gpu``),
+each with a ``register(subparsers)`` that mounts its parser and handler. A verb imports
 :mod:`patchwheel.cli._context` and the library, never another verb; nothing outside ``cli/``
 imports this package. A :class:`~patchwheel.errors.PatchwheelError` becomes one red line and its
 exit status, never a traceback.
@@ -19,6 +20,7 @@ from rich.markup import escape
 from patchwheel import __version__, console
 from patchwheel.cli import (
     audit,
+    bisect,
     build,
     export,
     gpu,
@@ -26,6 +28,7 @@ from patchwheel.cli import (
     lock,
     publish,
     rebase,
+    roll,
     serve,
     split,
     targets,
@@ -36,7 +39,8 @@ from patchwheel.errors import PatchwheelError
 
 Handler = Callable[[argparse.Namespace], int]
 # In the order `patchwheel --help` lists them.
-VERBS = [build, lock, targets, audit, publish, serve, wheelhouse, split, join, rebase, export]
+VERBS = [build, lock, targets, audit, publish, serve, wheelhouse, split, join, rebase, roll]
+VERBS += [export, bisect]
 VERBS += [verify, gpu]
 
 

@@ -16,10 +16,6 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from patchwheel.audit.engine import MypyEngine
-from patchwheel.audit.run import audit_pins
-from patchwheel.audit.target import audit_trees
-from patchwheel.building.run import vendor_trees
 from patchwheel.cli import _context
 from patchwheel.errors import AuditError, PatchwheelError
 
@@ -42,6 +38,8 @@ def register(sub: _context.SubParsers) -> None:
 def _target_trees(args: argparse.Namespace) -> Mapping[str, Path]:
     """The patched vendor trees of ``--target`` (default target), by project name."""
     workspace = _context.workspace(args)
+    from patchwheel.building.run import vendor_trees
+
     return vendor_trees(_context.target_name(args), workspace, _context.cache(args))
 
 
@@ -94,6 +92,10 @@ def audit_command(args: argparse.Namespace, target_trees: TargetTrees | None = N
     """Run the audit the parsed arguments describe; print it; return the exit status."""
     console = Console(soft_wrap=True)  # no hard wraps: paths and source lines stay whole
     progress = Console(stderr=True, soft_wrap=True)
+    from patchwheel.audit.engine import MypyEngine  # the audit's imports, only when it runs
+    from patchwheel.audit.run import audit_pins
+    from patchwheel.audit.target import audit_trees
+
     engine = MypyEngine(cache_dir=args.cache_dir) if args.cache_dir else MypyEngine()
     if args.consumer and args.provider:
         report = audit_pins(

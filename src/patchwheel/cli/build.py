@@ -7,7 +7,6 @@ import argparse
 from rich.table import Table
 
 from patchwheel import console
-from patchwheel.audit.target import build_hook
 from patchwheel.building.run import BuildReport, build_target
 from patchwheel.cli import _context
 from patchwheel.workspace import Workspace
@@ -31,7 +30,11 @@ def run(args: argparse.Namespace) -> int:
     """Build each target the arguments name; print what each build did."""
     workspace = _context.workspace(args)
     cache = _context.cache(args)
-    hook = None if args.no_audit else build_hook(args.allow_audit_findings, cache=cache)
+    hook = None
+    if not args.no_audit:
+        from patchwheel.audit.target import build_hook  # the audit's imports, only when it runs
+
+        hook = build_hook(args.allow_audit_findings, cache=cache)
     for name in _context.target_names(args):
         report = build_target(name, workspace, cache, audit=hook)
         _print(report, workspace)

@@ -43,7 +43,8 @@ def register(sub: _context.SubParsers) -> None:
     publish.add_argument(
         "--require-verified",
         action="store_true",
-        help="upload only files listed by a passing verify-cpu.json / verify-gpu.json",
+        help="upload only if this build's passing verify-cpu.json / verify-gpu.json list every "
+        "patched file (unpatched upstream copies go with them)",
     )
     publish.add_argument(
         "--only-patched", action="store_true", help="leave out unpatched upstream copies"
@@ -79,10 +80,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     if not report.ok:
-        held = [o.filename for o in report.outcomes if o.status not in ("uploaded", "skipped")]
-        raise PublishError(
-            f"{len(held)} file(s) of {target} are not on {report.repository_url}: "
-            + ", ".join(held)
-            + " (see above)"
-        )
+        raise PublishError(report.problem())
     return 0

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from rich.table import Table
 
-from patchwheel import console, rebase
+from patchwheel import console
 from patchwheel.cli import _context
 from patchwheel.errors import ConfigError
-from patchwheel.rebase import replay
+
+if TYPE_CHECKING:
+    from patchwheel import rebase
+    from patchwheel.rebase import replay
 
 STOPPED = 3
 
@@ -58,7 +62,10 @@ def register(sub: _context.SubParsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Start, continue, skip or abort a rebase; exit status 3 when it stops at a conflict."""
+    """Start, continue, skip or abort a rebase; exit status 3 when it stops at a conflict, 1
+    when it is done but its audit could not run."""
+    from patchwheel import rebase  # imported when the verb runs
+
     workspace = _context.workspace(args)
     audit = None if args.no_audit else rebase.audit_pairs
     if args.resume or args.skip or args.abort:
@@ -92,6 +99,13 @@ def _print(outcome: rebase.Outcome, as_json: bool) -> int:
             console.status(f"report: {path}")
     if as_json and outcome.report:
         print(json.dumps(outcome.report, indent=2))
+    audit = (outcome.report or {}).get("audit") or {}
+    if outcome.status == "done" and audit.get("status") == "failed":
+        console.stderr.print(
+            f"[bold red]error:[/] the rebase is done, but {escape(str(audit['reason']))}",
+            highlight=False,
+        )
+        return 1
     return 0
 
 

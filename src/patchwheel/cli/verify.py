@@ -6,7 +6,6 @@ import argparse
 
 from patchwheel import console
 from patchwheel.cli import _context
-from patchwheel.verify.cpu import verify_cpu
 
 
 def register(sub: _context.SubParsers) -> None:
@@ -29,6 +28,8 @@ def register(sub: _context.SubParsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Verify the target's built wheels on CPU (raises VerifyError on any mismatch)."""
+    from patchwheel.verify.cpu import verify_cpu  # imported when the verb runs
+
     workspace = _context.workspace(args)
     name = _context.target_name(args)
     target_dir = workspace.target_dir(name)

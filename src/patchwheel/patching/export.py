@@ -61,6 +61,7 @@ def export_project(workspace: Workspace, target_name: str, project_name: str) ->
     project = target.project(project_name)
     vendor_dir = workspace.vendor_dir(target.name, project.name)
     with workspace.locked(target.name):
+        vendor.recover(vendor_dir)  # a killed build's half-applied series is not a commit
         return _export(target.name, project.name, project.series_dir, vendor_dir)
 
 
@@ -94,7 +95,8 @@ def _export(target: str, project: str, series_dir: Path, vendor_dir: Path) -> Ex
         if missing:
             result.warnings.append(
                 f"{patch.name} lacks DEP-3 field(s) {', '.join(missing)}: add them to the "
-                "commit message (`git commit --amend`) and export again"
+                "commit message (`git commit --amend`) and export again; the build refuses "
+                "it until then"
             )
     check_and_record(
         vendor_dir,
@@ -328,3 +330,18 @@ def check_and_record(
     vendor.write_state(
         repo, {"upstream": identity, "upstream_commit": upstream_commit, "applied": applied}
     )
+
+
+def line_origin(repo: Path, path: str, line: int) -> str | None:
+    """The patch whose commit wrote ``path:line`` of a vendor tree (None: upstream code)."""
+    proc = vendor_git.run(
+        repo, "blame", "--porcelain", "-L", f"{line},{line}", "HEAD", "--", path, check=False
+    )
+    if proc.returncode != 0 or not proc.stdout:
+        return None
+    commit = proc.stdout.split(maxsplit=1)[0].decode()
+    state = vendor.read_state(git.Repo(repo))
+    for name, _sha, patch_commit in applied_entries(state):
+        if patch_commit == commit:
+            return name
+    return None

@@ -14,6 +14,8 @@ import email.policy
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from email.utils import parsedate_to_datetime
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
@@ -22,6 +24,7 @@ from unidiff.patch import Hunk, PatchedFile, PatchSet
 
 from patchwheel.errors import ConfigError, PatchError
 from patchwheel.upstream.cache import sha256_bytes
+from patchwheel.upstream.sources import is_git_name
 
 DEV_NULL = "/dev/null"
 SERIES_FILE = "series"
@@ -41,6 +44,7 @@ _SUBJECT_PREFIX = re.compile(r"^\s*(\[[^\]]*\]\s*)+")
 _FIELD_LINE = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):\s?(.*)$")
 SYMLINK_MODE = "120000"
 SUBMODULE_MODE = "160000"
+_HUNK_RE = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 
 
 @dataclass(frozen=True)
@@ -196,10 +200,15 @@ def parse_patch(name: str, data: bytes) -> Patch:
     author, mail, date, subject, message = _commit_metadata(name, data)
     lines = [line + "\n" for line in text.split("\n")]
     lines[-1] = lines[-1][:-1]
+    _refuse_crlf(name, lines)
     try:
         files = PatchSet(lines)
     except UnidiffParseError as exc:
-        raise PatchError(f"patch {name}: not a valid unified diff: {exc}") from exc
+        where = _diff_error(lines) or str(exc)
+        raise PatchError(
+            f"patch {name}: not a valid unified diff: {where}. Was it truncated or edited by "
+            "hand? Regenerate it from the vendor tree (`patchwheel export`)"
+        ) from exc
     patch = Patch(
         name=name,
         data=data,
@@ -213,6 +222,52 @@ def parse_patch(name: str, data: bytes) -> Patch:
     )
     validate(patch)
     return patch
+
+
+def _refuse_crlf(name: str, lines: list[str]) -> None:
+    """Refuse a patch whose own structure (diff/hunk headers) has CRLF line endings."""
+    for number, line in enumerate(lines, 1):
+        if line.startswith(("diff --git ", "@@ ", "--- ", "+++ ")) and line.endswith("\r\n"):
+            raise PatchError(
+                f"patch {name}: line {number} ends in CRLF (\\r\\n): the patch file's line "
+                "endings were converted (an editor, or a checkout with core.autocrlf); "
+                "convert it back to LF line endings (e.g. `dos2unix`) and build again"
+            )
+
+
+def _diff_error(lines: list[str]) -> str | None:
+    """Where a diff stops being well formed: the line, and the hunk it breaks (1-based lines)."""
+    old = new = 0
+    start, header = 0, ""
+    for number, raw in enumerate(lines, 1):
+        line = raw.rstrip("\n")
+        if old > 0 or new > 0:
+            if number == len(lines) and not line:
+                break  # the end of the file
+            kind = line[:1]
+            if kind in (" ", ""):
+                old, new = old - 1, new - 1
+            elif kind == "-":
+                old -= 1
+            elif kind == "+":
+                new -= 1
+            elif kind != "\\":
+                return (
+                    f"line {number}: the hunk at line {start} ({header}) still needs {max(old, 0)} "
+                    f"old and {max(new, 0)} new line(s), but line {number} is {line[:60]!r}"
+                )
+            continue
+        match = _HUNK_RE.match(line)
+        if match:
+            start, header = number, match.group(0)
+            old = int(match.group(1) if match.group(1) is not None else 1)
+            new = int(match.group(2) if match.group(2) is not None else 1)
+    if old > 0 or new > 0:
+        return (
+            f"line {len(lines)}: the file ends inside the hunk at line {start} ({header}), "
+            f"{max(old, 0)} old and {max(new, 0)} new line(s) short"
+        )
+    return None
 
 
 def _commit_metadata(name: str, data: bytes) -> tuple[str, str, str, str, str]:
@@ -235,7 +290,35 @@ def _commit_metadata(name: str, data: bytes) -> tuple[str, str, str, str, str]:
     body = payload.decode("utf-8", "replace") if isinstance(payload, bytes) else ""
     description = body.split("\n---\n", 1)[0].split("\ndiff --git ", 1)[0].strip("\n")
     message = subject + ("\n\n" + description if description else "") + "\n"
-    return author or mail, mail, str(msg.get("Date", "")), subject, message
+    date = str(msg.get("Date", "") or "").strip()
+    if date and _parse_date(date) is None:
+        raise PatchError(
+            f"patch {name}: its Date: header {date!r} is not an RFC 2822 date; fix it, or "
+            "remove it (the commit then takes the pin's date)"
+        )
+    return author or mail, mail, date, subject, message
+
+
+def _parse_date(date: str) -> datetime | None:
+    try:
+        return parsedate_to_datetime(date)
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def commit_date(patch: Patch, default_epoch: int) -> str:
+    """The patch's date as git wants it (``<epoch> <+hhmm>``); its pin's when it has none.
+
+    A patch without ``Date:`` must not take the clock's date: the vendor commit (and through
+    its export, the series) would differ between two builds.
+    """
+    parsed = _parse_date(patch.date) if patch.date else None
+    if parsed is None:
+        return f"{default_epoch} +0000"
+    offset = parsed.utcoffset()
+    minutes = int(offset.total_seconds() // 60) if offset else 0
+    sign = "+" if minutes >= 0 else "-"
+    return f"{int(parsed.timestamp())} {sign}{abs(minutes) // 60:02d}{abs(minutes) % 60:02d}"
 
 
 def parse_fields(message: str) -> dict[str, str]:
@@ -296,8 +379,13 @@ def check_path(patch_name: str, raw: str) -> str:
         raise PatchError(f"patch {patch_name}: path {raw!r} is absolute; refused")
     if any(part in ("..", ".") for part in posix.parts) or "//" in path:
         raise PatchError(f"patch {patch_name}: path {raw!r} leaves the tree ('..'); refused")
-    if posix.parts[0] == ".git":
-        raise PatchError(f"patch {patch_name}: path {raw!r} writes into .git; refused")
+    for part in posix.parts:
+        if is_git_name(part):
+            raise PatchError(
+                f"patch {patch_name}: path {path} writes into .git (its component {part!r}): "
+                "a patch may not write a git repository, a `gitdir:` file or anything under "
+                "one, in any case; refused"
+            )
     return path
 
 
@@ -399,6 +487,12 @@ def _apply_hunks(
         )
         position = _find(out, old, expected, floor)
         if position is None:
+            if new != old and _find(out, new, expected, floor) is not None:
+                raise PatchError(
+                    f"patch {patch.name}: {path} hunk #{number} ({_header(hunk)}) is already "
+                    "applied: the file already holds the lines it writes. Is the same change "
+                    "earlier in the series (or already upstream)? Drop the duplicate"
+                )
             raise _mismatch(patch, path, number, hunk, out, old, expected)
         if position != expected:
             result.offsets.append(
@@ -465,8 +559,26 @@ def _mismatch(
             return PatchError(
                 f"patch {patch.name}: {path} hunk #{number} ({_header(hunk)}) does not apply: "
                 f"line {at + i + 1} expected {want.rstrip(chr(10))!r}, found {found_text}. "
-                "Refresh the patch against the pinned source (or rebase the series)."
+                + _line_ending_hint(old, lines)
+                + "Refresh the patch against the pinned source (or rebase the series)."
             )
     return PatchError(  # pragma: no cover - the context matched at `at`, so _find found it
         f"patch {patch.name}: {path} hunk #{number} ({_header(hunk)}) does not apply"
     )
+
+
+def _line_ending_hint(expected: Sequence[str], lines: Sequence[str]) -> str:
+    """A hint when the patch and the file disagree on line endings (CRLF vs LF)."""
+    patch_crlf = any(line.endswith("\r\n") for line in expected)
+    file_crlf = any(line.endswith("\r\n") for line in lines)
+    if patch_crlf and not file_crlf:
+        return (
+            "The patch's lines end in CRLF (\\r\\n) but the file's in LF: its line endings "
+            "were converted; convert the patch back to LF line endings (e.g. `dos2unix`). "
+        )
+    if file_crlf and not patch_crlf:
+        return (
+            "The file's lines end in CRLF (\\r\\n) but the patch's in LF: the patch lost the "
+            "\\r (an editor or core.autocrlf); regenerate it with `patchwheel export`. "
+        )
+    return ""

@@ -12,17 +12,16 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import git
 
 from patchwheel import atomic, console
 from patchwheel.errors import VendorError
-from patchwheel.patching.patches import DirTree, Offset, Patch, apply_patch
+from patchwheel.patching.patches import DirTree, Offset, Patch, apply_patch, commit_date
 from patchwheel.upstream import gitsrc
 
 STATE_FILE = "patchwheel-state.json"
@@ -32,6 +31,8 @@ UPSTREAM = "upstream"
 PATCHED = "patched"
 COMMITTER = ("patchwheel", "patchwheel@users.noreply.local")
 # Keep every byte as the pin has it: no eol conversion, keyword expansion or export filtering.
+# The date of a patch without ``Date:`` where no pin date is at hand (zip's epoch, 1980-01-01).
+NO_DATE_EPOCH = 315532800
 ATTRIBUTES = "* -text -eol -ident -filter -working-tree-encoding -export-ignore -export-subst\n"
 
 
@@ -44,6 +45,15 @@ class Upstream:
     epoch: int  # the pin's own timestamp
     tree: Path | None = None  # an extracted source tree to import …
     git_dir: str | None = None  # … or a mirror holding the commit `identity`
+    tree_source: Callable[[], Path] | None = None  # … or what gives that tree when needed
+
+    def source_tree(self) -> Path:
+        """The tree to import (made, and verified, only when an import needs it)."""
+        if self.tree is not None:
+            return self.tree
+        if self.tree_source is None:
+            raise VendorError(f"{self.description}: no source tree to import")
+        return self.tree_source()
 
 
 @dataclass
@@ -79,23 +89,64 @@ def prepare(vendor_dir: Path, upstream: Upstream, series: Sequence[Patch]) -> Ve
     return result
 
 
-def _remove_stale_temps(vendor_dir: Path) -> None:
+def recover(vendor_dir: Path) -> bool:
+    """Undo what a killed run left in a vendor tree (half-made copies, a half-applied series).
+
+    The tree goes back to its state before that run (the last good state). Call it before
+    deciding anything about the tree (the caller holds the target's lock). Returns whether
+    there was anything to undo.
+    """
+    stale = _remove_stale_temps(vendor_dir)
+    return _recover(vendor_dir) or stale
+
+
+TreeState = Literal["current", "stale", "held"]
+
+
+def tree_state(vendor_dir: Path, identity: str, series: Sequence[Patch]) -> tuple[TreeState, str]:
+    """Whether a vendor tree is at ``identity`` + ``series``, and if not, whose it is now.
+
+    ``current``: clean at the series, nothing to do. ``stale``: patchwheel's, clean, at other
+    inputs (or missing): :func:`prepare` brings it to the series. ``held``: someone's work is
+    in it (uncommitted changes, commits not exported, a rebase in progress, not ours), which
+    patchwheel does not touch; the second value says what.
+    """
+    if not vendor_dir.exists():
+        return "stale", "missing"
+    try:
+        repo = _open_ours(vendor_dir)
+    except VendorError as exc:
+        return "held", str(exc)
+    state = _read_state(repo)
+    applied = state.get("applied")
+    if state.get("upstream") != identity or not isinstance(applied, list):
+        return "stale", "other sources"
+    if [entry[:2] for entry in applied] != [[p.name, p.sha256] for p in series]:
+        return "stale", "another series"
+    return "current", ""
+
+
+def _remove_stale_temps(vendor_dir: Path) -> bool:
     """Drop half-made vendor trees of interrupted runs (callers hold the target's lock)."""
+    found = False
     if vendor_dir.parent.is_dir():
         for stale in vendor_dir.parent.glob(f".{vendor_dir.name}.tmp-*"):
             shutil.rmtree(stale, ignore_errors=True)
+            found = True
+    return found
 
 
-def _recover(vendor_dir: Path) -> None:
+def _recover(vendor_dir: Path) -> bool:
     """Undo a run that was killed while it changed the vendor tree."""
     txn = vendor_dir / ".git" / TXN_FILE
     if not txn.is_file():
-        return
+        return False
     console.status(f"vendor {vendor_dir}: restoring the state before an interrupted run")
     (vendor_dir / ".git" / "index.lock").unlink(missing_ok=True)  # left by a killed git
     snapshot = _Snapshot.from_json(json.loads(txn.read_text("utf-8")))
     snapshot.restore(git.Repo(vendor_dir))
     txn.unlink()
+    return True
 
 
 def _create(vendor_dir: Path, upstream: Upstream, series: Sequence[Patch]) -> VendorResult:
@@ -146,7 +197,7 @@ def _update(
     for patch in series[keep:]:
         outcome = apply_patch(patch, DirTree(path))
         result.offsets.extend(outcome.offsets)
-        commit = _commit_patch(repo, patch)
+        commit = _commit_patch(repo, patch, upstream.epoch)
         records.append([patch.name, patch.sha256, commit])
         result.applied.append(patch.name)
     result.head = _head(repo)
@@ -163,14 +214,13 @@ def _import_upstream(repo: git.Repo, path: Path, upstream: Upstream) -> str:
         repo.git.fetch("--quiet", "--no-tags", upstream.git_dir, upstream.identity)
         commit = upstream.identity
     else:
-        assert upstream.tree is not None
         commit = _import_tree(repo, path, upstream)
     repo.git.update_ref(f"refs/heads/{UPSTREAM}", commit)
     return commit
 
 
 def _import_tree(repo: git.Repo, path: Path, upstream: Upstream) -> str:
-    assert upstream.tree is not None
+    source = upstream.source_tree()
     for child in path.iterdir():
         if child.name == ".git":
             continue
@@ -179,7 +229,7 @@ def _import_tree(repo: git.Repo, path: Path, upstream: Upstream) -> str:
         else:
             child.unlink()
     shutil.copytree(
-        upstream.tree,
+        source,
         path,
         symlinks=True,
         dirs_exist_ok=True,
@@ -197,12 +247,12 @@ def _import_tree(repo: git.Repo, path: Path, upstream: Upstream) -> str:
     return str(repo.git.execute(["git", "commit-tree", tree, *parents, "-m", message], env=env))
 
 
-def _commit_patch(repo: git.Repo, patch: Patch) -> str:
-    """Commit the worktree as the patch's commit: its author, date and message."""
+def _commit_patch(repo: git.Repo, patch: Patch, epoch: int) -> str:
+    """Commit the worktree as the patch's commit: its author, date (else the pin's) and message."""
     repo.git.add("-A", "-f", ".")
     tree = repo.git.write_tree()
     parent = _head(repo)
-    date = _git_date(patch.date)
+    date = commit_date(patch, epoch)
     env = _identity_env((patch.author, patch.email), COMMITTER, date, date)
     commit = str(
         repo.git.execute(["git", "commit-tree", tree, "-p", parent, "-m", patch.message], env=env)
@@ -210,19 +260,6 @@ def _commit_patch(repo: git.Repo, patch: Patch) -> str:
     repo.git.update_ref(f"refs/heads/{PATCHED}", commit)
     repo.git.reset("-q", "--hard", commit)
     return commit
-
-
-def _git_date(date: str) -> str:
-    if not date:
-        return "0 +0000"
-    try:
-        parsed = parsedate_to_datetime(date)
-    except (TypeError, ValueError):
-        return "0 +0000"
-    offset = parsed.utcoffset()
-    minutes = int(offset.total_seconds() // 60) if offset else 0
-    sign = "+" if minutes >= 0 else "-"
-    return f"{int(parsed.timestamp())} {sign}{abs(minutes) // 60:02d}{abs(minutes) % 60:02d}"
 
 
 def _identity_env(
@@ -360,7 +397,10 @@ def write_state(repo: git.Repo, state: dict[str, object]) -> None:
     _write_state(repo, state)
 
 
-def patch_commit_env(patch: Patch) -> dict[str, str]:
-    """The git environment of a patch's commit: its author and date, our committer."""
-    date = _git_date(patch.date)
+def patch_commit_env(patch: Patch, epoch: int = NO_DATE_EPOCH) -> dict[str, str]:
+    """The git environment of a patch's commit: its author and date, our committer.
+
+    A patch without ``Date:`` takes ``epoch`` (the pin's date where the caller knows it).
+    """
+    date = commit_date(patch, epoch)
     return _identity_env((patch.author, patch.email), COMMITTER, date, date)

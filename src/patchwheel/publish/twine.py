@@ -5,8 +5,15 @@ wheels and the unpatched upstream copies, so the internal index serves the whole
 (``only_patched`` keeps the patched ones). Before anything is uploaded, the repository's Simple
 API is read: a file already there with the same sha256 is skipped; a different file under the
 same name is refused (a published name is immutable; a changed build must carry a new local
-label). With ``require_verified``, a file is uploaded only if its sha256 is listed by a passing
-verification report of the target (``verify-cpu.json``, ``verify-gpu.json``).
+label). Every file is checked — its bytes against the manifest, the repository's file of that
+name, its verification — before any is uploaded: one that fails holds back the whole set, so
+the repository never serves part of a build.
+
+With ``require_verified``, a report counts only if it is of this build (its ``inputs`` is the
+manifest's) and its ``status`` is ``"passed"``. A file passes if such a report lists its
+sha256; an unpatched upstream copy (its sha256 the lock's: the pinned artifact itself, which
+verify may not install — an sdist never) passes once such reports list every patched file of
+the build, since nothing of ours is in it and the stack it belongs to was verified.
 
 Credentials come from ``TWINE_USERNAME``/``TWINE_PASSWORD`` or keyring, as twine reads them;
 they are never taken on the command line, and every line shown is scrubbed of them. The
@@ -43,7 +50,7 @@ REPORT_NAME = "publish.json"
 VERIFY_REPORTS = {"verify-cpu.json": "nox -s verify", "verify-gpu.json": "nox -s gpu"}
 TWINE_TIMEOUT_S = 3600
 
-Status = Literal["uploaded", "skipped", "refused", "unverified", "failed", "would-upload"]
+Status = Literal["uploaded", "skipped", "refused", "unverified", "failed", "would-upload", "held"]
 _HTTP_ERROR = re.compile(r"HTTPError: (\d{3})\b([^\n]*)")
 _URL_USERINFO = re.compile(r"(//[^/@\s:]*):[^/@\s]*@")
 
@@ -93,6 +100,18 @@ class PublishReport:
         """Whether every file is on the repository (or would be, in a dry run)."""
         return all(o.status in ("uploaded", "skipped", "would-upload") for o in self.outcomes)
 
+    def problem(self) -> str:
+        """Why the run failed: the files that failed their checks, and what was held back."""
+        failed = [o for o in self.outcomes if o.status not in ("uploaded", "skipped", "held")]
+        held = [o for o in self.outcomes if o.status == "held"]
+        text = "; ".join(f"{o.filename}: {o.status}" for o in failed)
+        if held:
+            return (
+                f"nothing of {self.target} was uploaded to {self.repository_url}: every file is "
+                f"checked before any is uploaded, and {len(failed)} failed ({text}); see above"
+            )
+        return f"{len(failed)} file(s) of {self.target} are not on {self.repository_url}: {text}"
+
     def summary(self) -> str:
         """One line: the count of each outcome that occurred."""
         order: tuple[Status, ...] = (
@@ -102,6 +121,7 @@ class PublishReport:
             "refused",
             "unverified",
             "failed",
+            "held",
         )
         parts = [f"{self.count(s)} {s}" for s in order if self.count(s) or s == "uploaded"]
         return ", ".join(parts)
@@ -201,13 +221,15 @@ def candidates(target_dir: Path, *, only_patched: bool = False) -> list[Candidat
     return found
 
 
-def verified_sha256s(target_dir: Path) -> tuple[set[str], dict[str, str]]:
-    """The sha256s listed by the target's passing verification reports, and each report's state.
+def verified_sha256s(target_dir: Path, inputs: str) -> tuple[set[str], dict[str, str]]:
+    """The sha256s listed by the passing reports of this build, and each report's state.
 
-    The contract (verify-cpu.json as the verify layer writes it; verify-gpu.json alike): a JSON
-    object with ``"target"`` (this target), ``"status": "passed"`` (anything else is not a
-    pass; ``"passed": true`` is accepted too) and ``"packages"`` (or ``"wheels"``): a list of
-    ``{"filename", "sha256", …}``, the sha256s being those of the target's files it installed.
+    The contract (verify-cpu.json and verify-gpu.json as the verify layer writes them): a JSON
+    object with ``"target"`` (this target), ``"inputs"`` (the inputs hash of the build it
+    verified: manifest.json's, so a report of another build of the same target does not
+    count), ``"status": "passed"`` (only that: a ``"passed"`` key is never read) and
+    ``"packages"`` (or ``"wheels"``): a list of ``{"filename", "sha256", …}``, the sha256s
+    being those of the target's files it installed.
     """
     verified: set[str] = set()
     states: dict[str, str] = {}
@@ -221,7 +243,7 @@ def verified_sha256s(target_dir: Path) -> tuple[set[str], dict[str, str]]:
         except (OSError, ValueError) as exc:
             states[name] = f"unreadable ({exc})"
             continue
-        problem = _report_problem(data, target_dir.name)
+        problem = _report_problem(data, target_dir.name, inputs, session)
         if problem:
             states[name] = problem
             continue
@@ -231,13 +253,20 @@ def verified_sha256s(target_dir: Path) -> tuple[set[str], dict[str, str]]:
     return verified, states
 
 
-def _report_problem(data: object, target: str) -> str | None:
+def _report_problem(data: object, target: str, inputs: str, session: str) -> str | None:
     if not isinstance(data, dict):
         return "unreadable (not a JSON object)"
     if data.get("target") != target:
         return f"not a report of {target} (target: {data.get('target')!r})"
-    if data.get("status") != "passed" and data.get("passed") is not True:
-        return f"not passed (status: {data.get('status', data.get('passed'))!r})"
+    if not inputs:
+        return "not usable: the build's manifest records no inputs hash (rebuild the target)"
+    if data.get("inputs") != inputs:
+        return (
+            f"not a report of this build (inputs {str(data.get('inputs'))[:12]}…, the build's "
+            f"{inputs[:12]}…): run {session} -- --target {target} again"
+        )
+    if data.get("status") != "passed":
+        return f"not passed (status: {data.get('status')!r})"
     if not _listed_sha256s(data):
         return "unreadable (no 'packages' list with sha256s)"
     return None
@@ -254,6 +283,30 @@ def _listed_sha256s(data: dict[str, Any]) -> set[str]:
                 if isinstance(item, dict) and isinstance(item.get("sha256"), str)
             }
     return found
+
+
+def unverified(
+    files: list[Candidate], built: manifest.Manifest, verified: set[str]
+) -> dict[str, str]:
+    """The files ``--require-verified`` holds back, with why (see the module doc)."""
+    pinned = {pin.sha256 for pin in built.pins.values() if pin.sha256}
+    patched = [w for w in built.wheels if w.patched]
+    missing = [w.filename for w in patched if w.sha256 not in verified]
+    held: dict[str, str] = {}
+    for candidate in files:
+        if candidate.sha256 in verified:
+            continue
+        if not candidate.patched and candidate.sha256 in pinned and verified and not missing:
+            continue  # the pinned upstream artifact of a verified build
+        if not candidate.patched and candidate.sha256 in pinned:
+            why = (
+                "an unpatched upstream file, published once this build's passing reports list "
+                "every patched file" + (f" (unverified: {', '.join(missing)})" if missing else "")
+            )
+        else:
+            why = "no passing verification report of this build lists its sha256"
+        held[candidate.filename] = why
+    return held
 
 
 def publish_target(
@@ -287,13 +340,15 @@ def publish_target(
         )
     with workspace.locked(target):
         files = candidates(target_dir, only_patched=only_patched)
+        built = manifest.read(manifest.path_in(target_dir))
         remote = RemoteIndex.for_repository(repository_url, credentials, index_url)
         report = PublishReport(target, repository_url, remote.index_url, dry_run, require_verified)
-        verified: set[str] | None = None
+        held: dict[str, str] = {}
         if require_verified:
-            verified, report.verification = verified_sha256s(target_dir)
+            verified, report.verification = verified_sha256s(target_dir, built.inputs or "")
             for name, state in report.verification.items():
                 console.status(escape(f"verification report {name}: {state}"))
+            held = unverified(files, built, verified)
         console.status(
             escape(
                 f"publishing {len(files)} file(s) of {target} to {repository_url} "
@@ -301,8 +356,11 @@ def publish_target(
             )
         )
         try:
-            for number, candidate in enumerate(files, 1):
-                outcome = _publish_one(candidate, remote, repository_url, verified, scrub, dry_run)
+            # Every file is checked before any is uploaded: one that fails holds back all.
+            checked = [_check_one(c, remote, repository_url, held) for c in files]
+            blocked = sum(1 for o in checked if o is not None and o.status not in _DONE)
+            for number, (candidate, found) in enumerate(zip(files, checked, strict=True), 1):
+                outcome = found or _go(candidate, blocked, remote, repository_url, scrub, dry_run)
                 report.outcomes.append(outcome)
                 _show(number, len(files), outcome)
         finally:
@@ -312,14 +370,35 @@ def publish_target(
     return report
 
 
-def _publish_one(
+_DONE: tuple[Status, ...] = ("skipped",)
+
+
+def _go(
     candidate: Candidate,
+    blocked: int,
     remote: RemoteIndex,
     repository_url: str,
-    verified: set[str] | None,
     scrub: Scrubber,
     dry_run: bool,
 ) -> Outcome:
+    """Upload a file that passed its checks, unless another file of the build failed them."""
+    if blocked:
+        return Outcome(
+            candidate.filename,
+            candidate.sha256,
+            "held",
+            f"not uploaded: {blocked} file(s) of the build failed the checks",
+        )
+    if dry_run:
+        size = console.human_bytes(candidate.size)
+        return Outcome(candidate.filename, candidate.sha256, "would-upload", size)
+    return _upload(candidate, remote, repository_url, scrub)
+
+
+def _check_one(
+    candidate: Candidate, remote: RemoteIndex, repository_url: str, held: dict[str, str]
+) -> Outcome | None:
+    """What stops one file (or says it is there already); None: it is to be uploaded."""
     name, digest = candidate.filename, candidate.sha256
     actual = sha256_file(candidate.path)
     if actual != digest:
@@ -330,16 +409,12 @@ def _publish_one(
             f"{candidate.path} changed since the build (sha256 {actual}, manifest {digest}); "
             "rebuild the target",
         )
-    if verified is not None and digest not in verified:
-        return Outcome(
-            name, digest, "unverified", "no passing verification report lists its sha256"
-        )
+    if name in held:
+        return Outcome(name, digest, "unverified", held[name])
     existing = remote.files(candidate.distribution).get(name)
     if existing is not None:
         return _compare(candidate, existing.sha256, repository_url)
-    if dry_run:
-        return Outcome(name, digest, "would-upload", console.human_bytes(candidate.size))
-    return _upload(candidate, remote, repository_url, scrub)
+    return None
 
 
 def _compare(candidate: Candidate, remote_sha256: str | None, repository_url: str) -> Outcome:
@@ -471,6 +546,7 @@ STYLES: dict[Status, str] = {
     "refused": "red",
     "unverified": "yellow",
     "failed": "red",
+    "held": "yellow",
 }
 
 

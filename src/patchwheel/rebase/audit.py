@@ -12,8 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import git
-
 from patchwheel import console
 from patchwheel.audit import run_audit
 from patchwheel.audit.layout import declared_pin
@@ -21,15 +19,20 @@ from patchwheel.config.lock import LockedPin, read_lock
 from patchwheel.config.pins import parse_pin
 from patchwheel.config.targets import LOCK_FILE, PinSpec
 from patchwheel.errors import PatchwheelError
-from patchwheel.patching import vendor, vendor_git
-from patchwheel.patching.export import applied_entries
+from patchwheel.patching.export import line_origin
 from patchwheel.rebase.state import RebaseState, backup_dir
 from patchwheel.upstream.cache import Cache
 from patchwheel.upstream.sources import source_tree, source_tree_of
 
 
 def run_audits(state: RebaseState, cache: Cache) -> dict[str, Any]:
-    """Audit each changed consumer → provider pair; never raises (errors are recorded)."""
+    """Audit each changed consumer → provider pair.
+
+    A pair whose audit cannot run (its sources cannot be had, the engine fails: a
+    :class:`PatchwheelError`) is recorded with its error, and the result's status is then
+    ``"failed"``, never ``"ran"``: the report must not say the new series was audited when it
+    was not. Anything else is a bug and propagates.
+    """
     old_lock = read_lock(backup_dir(state) / LOCK_FILE)
     new_lock = {str(e["key"]): LockedPin(**e) for e in state.lock}
     target_dir = Path(state.patches_dir) / state.output
@@ -67,7 +70,7 @@ def run_audits(state: RebaseState, cache: Cache) -> dict[str, Any]:
                     labels=(pair["consumer"], pair["provider"], pair["baseline"]),
                     progress=console.stderr,
                 )
-            except Exception as exc:  # the rebase is done; the report says what failed
+            except PatchwheelError as exc:  # the rebase is done; the report says what failed
                 pair["error"] = f"{type(exc).__name__}: {exc}"
                 pairs.append(pair)
                 continue
@@ -82,22 +85,19 @@ def run_audits(state: RebaseState, cache: Cache) -> dict[str, Any]:
             "status": "skipped",
             "reason": "No project of the target declares another project whose pin changed.",
         }
+    failed = [p for p in pairs if "error" in p]
+    if failed:
+        errors = "; ".join(f"{p['consumer']} → {p['provider']}: {p['error']}" for p in failed)
+        return {
+            "status": "failed",
+            "reason": (
+                f"The audit could not run for {len(failed)} of {len(pairs)} pair(s), so the "
+                f"new series is NOT audited ({errors}). Fix the cause, then run "
+                f"`nox -s audit -- --target {state.output}`."
+            ),
+            "pairs": pairs,
+        }
     return {"status": "ran", "pairs": pairs}
-
-
-def line_origin(repo: Path, path: str, line: int) -> str | None:
-    """The patch whose commit wrote ``path:line`` of a vendor tree (None: upstream code)."""
-    proc = vendor_git.run(
-        repo, "blame", "--porcelain", "-L", f"{line},{line}", "HEAD", "--", path, check=False
-    )
-    if proc.returncode != 0 or not proc.stdout:
-        return None
-    commit = proc.stdout.split(maxsplit=1)[0].decode()
-    state = vendor.read_state(git.Repo(repo))
-    for name, _sha, patch_commit in applied_entries(state):
-        if patch_commit == commit:
-            return name
-    return None
 
 
 def _tree(entry: LockedPin, target_dir: Path, cache: Cache) -> Path:

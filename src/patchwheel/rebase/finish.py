@@ -24,7 +24,7 @@ from patchwheel.patching.export import (
     write_series_dir,
 )
 from patchwheel.patching.patches import Patch, parse_patch, series_names
-from patchwheel.rebase import report
+from patchwheel.rebase import report, rerere
 from patchwheel.rebase.prepare import OLD_HEAD_REF, unmark
 from patchwheel.rebase.state import (
     ProjectState,
@@ -65,9 +65,10 @@ def finish(
         if project.affected:
             _verify(project, written[project.name])
     target_dir = _install_target(state, workspace, written)
+    remembered = _remember_resolutions(state, workspace)
     state.clock(began)
     audit_result = audit(state, cache) if audit is not None else None
-    data = report.build_report(state, old, details, audit_result)
+    data = report.build_report(state, old, details, audit_result, remembered)
     text = report.markdown(data)
     files = _add_report(workspace.build, state.output, data, text)
     _cleanup(state)
@@ -160,6 +161,31 @@ def _install_target(
     return dest
 
 
+def _remember_resolutions(state: RebaseState, workspace: Workspace) -> dict[str, list[str]]:
+    """Keep the vendor repos' recorded conflict resolutions with the series (the rebased one
+    and, for a new target, the one it came from); per project, the resolution ids written."""
+    out: dict[str, list[str]] = {}
+    for project in state.projects:
+        if not project.affected or not project.path.is_dir():
+            continue
+        entries = rerere.resolved(project.path)
+        if not entries:
+            continue
+        homes = [workspace.patches / state.output / project.name]
+        if state.new_target and (workspace.patches / state.target).is_dir():
+            homes.append(workspace.patches / state.target / project.name)
+        written: set[str] = set()
+        for home in homes:
+            written |= set(rerere.save(entries, home))
+        if written:
+            out[project.name] = sorted(written)
+            console.status(
+                f"{project.name}: {len(written)} conflict resolution(s) remembered in "
+                f"{', '.join(str(h / rerere.RR_CACHE) for h in homes)}"
+            )
+    return out
+
+
 def _replace_dir(new: Path, dest: Path) -> None:
     if not dest.exists():
         os.replace(new, dest)
@@ -172,23 +198,15 @@ def _replace_dir(new: Path, dest: Path) -> None:
 
 def _add_report(build_dir: Path, name: str, data: dict[str, Any], text: str) -> list[Path]:
     """Add rebase.md/.json to build/<name>, swapping its link like a build does."""
-    current = outputs.current(build_dir, name)
-    payload = json.dumps(data, indent=2) + "\n"
-    store = outputs.new_store(build_dir, name, sha256_bytes(payload.encode()))
-    if current is not None:
-        for path in sorted(current.rglob("*")):
-            rel = path.relative_to(current)
-            if rel.as_posix() in (REPORT_MD, REPORT_JSON):
-                continue
-            if path.is_dir():
-                (store / rel).mkdir(parents=True, exist_ok=True)
-            else:
-                (store / rel).parent.mkdir(parents=True, exist_ok=True)
-                outputs.place(path, store / rel)
-    (store / REPORT_MD).write_text(text, "utf-8")
-    (store / REPORT_JSON).write_text(payload, "utf-8")
-    outputs.activate(build_dir, name, store)
-    return [build_dir / name / REPORT_MD, build_dir / name / REPORT_JSON]
+    return outputs.add_files(build_dir, name, report_files(data, text))
+
+
+def report_files(data: dict[str, Any], text: str) -> dict[str, bytes]:
+    """rebase.md and rebase.json as bytes, by file name."""
+    return {
+        REPORT_MD: text.encode("utf-8"),
+        REPORT_JSON: (json.dumps(data, indent=2) + "\n").encode("utf-8"),
+    }
 
 
 def _cleanup(state: RebaseState) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,15 @@ from patchwheel.errors import ConfigError
 
 _TABLE = re.compile(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$")
 _ASSIGN = re.compile(r"^(\s*)([A-Za-z0-9_-]+)(\s*=\s*)(.*)$")
+
+
+@dataclass(frozen=True)
+class KeyPin:
+    """A pin set by lock key (not by name): its text, why, and its sha256 when known."""
+
+    pin: str
+    why: str
+    sha256: str | None = None
 
 
 @dataclass(frozen=True)
@@ -54,12 +63,31 @@ class PinChange:
 
 
 def plan_changes(
-    target: Target, onto: Sequence[str], *, cwd: Path, out_root: Path
+    target: Target,
+    onto: Sequence[str],
+    *,
+    cwd: Path,
+    out_root: Path,
+    by_key: Mapping[str, KeyPin] | None = None,
 ) -> tuple[list[PinChange], list[str]]:
-    """The pin changes ``--onto`` asks for (in target order), and warnings for kept variants."""
-    if not onto:
+    """The pin changes ``--onto`` asks for (in target order), and warnings for kept variants.
+
+    ``by_key`` sets pins by lock key directly (a roll: the channel's commit for the source, its
+    wheel, with the sha256 already known, for each variant); a key of it may not be set twice.
+    """
+    if not onto and not by_key:
         raise ConfigError("rebase needs at least one --onto PIN (e.g. --onto vllm==0.26.0)")
     explicit: dict[str, tuple[str, str]] = {}  # key -> (pin text, why)
+    known_sha: dict[str, str] = {}
+    keys = {spec.key for spec in target.pin_specs}
+    for key, wanted in (by_key or {}).items():
+        if key not in keys:
+            raise ConfigError(
+                f"target {target.name} has no pin {key!r} (it has: {', '.join(sorted(keys))})"
+            )
+        explicit[key] = (wanted.pin, wanted.why)
+        if wanted.sha256:
+            known_sha[key] = wanted.sha256
     sources: list[tuple[Project, Pin]] = []
     for text in onto:
         pin, pin_text = _cli_pin(text, cwd=cwd, out_root=out_root)
@@ -87,7 +115,10 @@ def plan_changes(
                 )
                 continue
             derived[variant.spec.key] = (follow, f"follows {project.source.pin.text} → {pin.text}")
-    chosen = {**derived, **{k: (t, f"--onto {w}") for k, (t, w) in explicit.items()}}
+    chosen = {
+        **derived,
+        **{k: (t, w if k in (by_key or {}) else f"--onto {w}") for k, (t, w) in explicit.items()},
+    }
     changes = []
     for spec in target.pin_specs:
         if spec.key not in chosen:
@@ -99,7 +130,7 @@ def plan_changes(
             key=spec.key,
             pin=parse_pin(text, base_dir=out_root),
             artifact=spec.artifact,
-            sha256=None,
+            sha256=known_sha.get(spec.key),
             platform=spec.platform,
         )
         changes.append(PinChange(spec.key, spec, new, why))
@@ -188,15 +219,19 @@ def rewrite_target_toml(
     where: Path,
     default: bool | None = None,
     description: str | None = None,
+    declare: Collection[str] = (),
 ) -> str:
     """``target.toml`` with the pins of ``pins`` (lock key → pin text) replaced, line by line.
 
     A table that declares ``sha256`` for a replaced pin gets the new sha256 (or loses the line
-    for a git pin); ``default`` and ``description`` replace the top-level values when given.
+    for a git pin); a table of ``declare`` without one gets it, after its pin. ``default`` and
+    ``description`` replace the top-level values when given.
     """
     out: list[str] = []
     table: str | None = ""  # "" = top level; None = a table that holds no pin
     found: set[str] = set()
+    pin_lines: dict[str, tuple[int, str, str]] = {}  # key -> (index in out, indent, ending)
+    with_sha: set[str] = set()
     for line in text.splitlines(keepends=True):
         header = _TABLE.match(line)
         if header:
@@ -215,12 +250,21 @@ def rewrite_target_toml(
         elif table and table in pins and key == "pin":
             found.add(table)
             out.append(_assigned(line, assign, key, pins[table], where))
+            pin_lines[table] = (len(out), assign.group(1), line[len(line.rstrip("\r\n")) :])
         elif table and table in pins and key == "sha256":
+            with_sha.add(table)
             sha = sha256s.get(table)
             if sha:
                 out.append(_assigned(line, assign, key, sha, where))
         else:
             out.append(line)
+    inserts = [
+        (pin_lines[key], sha)
+        for key in declare
+        if key in pin_lines and key not in with_sha and (sha := sha256s.get(key))
+    ]
+    for (index, indent, ending), sha in sorted(inserts, reverse=True):
+        out.insert(index, indent + tomli_w.dumps({"sha256": sha}).strip() + (ending or "\n"))
     missing = sorted(set(pins) - found)
     if missing:
         raise ConfigError(

@@ -24,9 +24,9 @@ from patchwheel.patching import vendor, vendor_git
 from patchwheel.patching.export import (
     applied_entries,
 )
-from patchwheel.patching.patches import read_series
+from patchwheel.patching.patches import Patch, read_series
 from patchwheel.rebase import onto as onto_mod
-from patchwheel.rebase import replay
+from patchwheel.rebase import replay, rerere
 from patchwheel.rebase.state import (
     PatchState,
     ProjectState,
@@ -75,6 +75,7 @@ def new_state(
         where=target.root / TARGET_FILE,
         default=False if output != target.name and target.default else None,
         description=onto_mod.follow_description(target.description, changes),
+        declare=[c.key for c in changes if c.new.sha256],
     )
     return RebaseState(
         target=target.name,
@@ -157,8 +158,33 @@ def prepare(
         record.new_upstream = vendor.import_upstream(repo, upstream)
         vendor_git.set_branch(dest, vendor.PATCHED, record.new_upstream)
         record.base = record.new_upstream
+        rerere.enable(dest)
+        record.remembered = rerere.load(dest, project.series_dir)
+        _touched_upstream(record, series)
         mark(dest, state)
         state.save()
+
+
+def _touched_upstream(record: ProjectState, series: Sequence[Patch]) -> None:
+    """Note, per patch, the files it touches that changed between the old and new upstream."""
+    changed = set(vendor_git.changed_paths(record.path, record.old_upstream, record.new_upstream))
+    by_name = {patch.name: patch for patch in series}
+    touched = []
+    for patch_state in record.patches:
+        patch = by_name.get(patch_state.name)
+        if patch is None:
+            continue
+        patch_state.touched_upstream = sorted(patch.paths() & changed)
+        if patch_state.touched_upstream:
+            touched.append(f"{patch_state.name} ({', '.join(patch_state.touched_upstream)})")
+    console.status(
+        f"{record.name}: {len(changed)} file(s) changed upstream; "
+        + (
+            f"{len(touched)} of {len(record.patches)} patch(es) touch them: " + "; ".join(touched)
+            if touched
+            else "no patch touches them"
+        )
+    )
 
 
 def _take_vendor(record: ProjectState, source: Path, copy: bool) -> None:

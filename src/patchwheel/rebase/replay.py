@@ -2,20 +2,28 @@
 
 For each patch, in order, on top of the patches replayed before it:
 
+0. its own ``Drop-When`` holds for the new pins (:mod:`patchwheel.rebase.dropwhen`) →
+   ``upstream`` (dropped, the predicate and each clause's value recorded);
 1. the strict applier (what a build uses), in memory: applies at its lines → ``clean``;
 2. ``git apply --check --reverse``: its change is already there → ``upstream`` (dropped);
 3. the strict applier found it at other lines → ``offset``;
 4. otherwise ``git cherry-pick`` of its old commit: a 3-way merge whose base is the old
-   upstream (plus the earlier patches). Success → ``merged``; an empty result → ``upstream``;
-   conflicts → ``conflict``, or ``target-gone`` when a file it edits no longer exists. Both stop
-   with the repo in git's conflict state for the user to resolve.
+   upstream (plus the earlier patches). Success → ``merged``, or ``upstream`` when the result
+   is empty or nothing but comments and whitespace is left of it. Conflicts → ``upstream``
+   when its change is there comments and whitespace aside (:mod:`patchwheel.rebase.present`),
+   else ``conflict``, or ``target-gone`` when a file it edits no longer exists. Both stop with
+   the repo in git's conflict state for the user to resolve — unless rerere resolves every
+   file from a remembered resolution (:mod:`patchwheel.rebase.rerere`): then the patch is
+   committed and the replay goes on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from packaging.version import Version
 
 from patchwheel import console
 from patchwheel.errors import PatchError, VendorError
@@ -30,6 +38,7 @@ from patchwheel.patching.patches import (
     split_lines,
     strip_prefix,
 )
+from patchwheel.rebase import dropwhen, present, rerere
 from patchwheel.rebase.state import PatchState, ProjectState
 
 PATCHED = vendor.PATCHED
@@ -85,9 +94,15 @@ class _Scratch(DirTree):
 
 
 def replay_project(
-    project: ProjectState, load: Callable[[str], Patch], save: Callable[[], None]
+    project: ProjectState,
+    load: Callable[[str], Patch],
+    save: Callable[[], None],
+    versions: Mapping[str, Version | None],
 ) -> Stop | None:
-    """Replay the project's series from ``project.position``; stop at the first conflict."""
+    """Replay the project's series from ``project.position``; stop at the first conflict.
+
+    ``versions``: the new pins' versions, which each patch's ``Drop-When`` is read against.
+    """
     repo = project.path
     total = len(project.patches)
     if project.current is not None and (
@@ -97,7 +112,7 @@ def replay_project(
     while project.current is not None:
         record = project.current
         patch = load(record.name)
-        conflicts = replay_one(repo, patch, record)
+        conflicts = replay_one(repo, patch, record, versions)
         number = f"[{project.position + 1}/{total}]"
         if conflicts is not None:
             project.stopped = True
@@ -127,9 +142,19 @@ def _describe(record: PatchState) -> str:
     return text
 
 
-def replay_one(repo: Path, patch: Patch, record: PatchState) -> list[Conflict] | None:
+def replay_one(
+    repo: Path, patch: Patch, record: PatchState, versions: Mapping[str, Version | None]
+) -> list[Conflict] | None:
     """Replay one patch onto HEAD; record its class; the conflicts when it stops, else None."""
     head = vendor_git.rev(repo, "HEAD") or ""
+    drop_when = patch.fields.get("Drop-When", "")
+    if drop_when:
+        evaluation = dropwhen.evaluate(drop_when, versions)
+        if evaluation.holds:
+            record.klass = "upstream"
+            record.reason = f"its Drop-When holds for the new pins: {evaluation.explain()}"
+            record.dropped = True
+            return None
     scratch = _Scratch(repo)
     offsets: list[Offset] = []
     forward_error = ""
@@ -219,6 +244,10 @@ def _cherry_pick(
         "merge.conflictStyle=diff3",
         "-c",
         "merge.renames=true",
+        "-c",
+        "rerere.enabled=true",
+        "-c",
+        "rerere.autoupdate=true",
         "cherry-pick",
         "--allow-empty",
         "--keep-redundant-commits",
@@ -234,6 +263,17 @@ def _cherry_pick(
             record.reason = "the 3-way replay is empty: the new upstream already makes this change"
             record.dropped = True
             return None
+        if present.only_comments(repo, head, new) and not present.only_comments(
+            repo, f"{record.commit}^", record.commit
+        ):
+            vendor_git.set_branch(repo, PATCHED, head)
+            record.klass = "upstream"
+            record.reason = (
+                "the 3-way replay leaves only comments and whitespace: the new upstream already "
+                "makes this change"
+            )
+            record.dropped = True
+            return None
         record.klass = "merged"
         record.new_commit = new
         record.reason = "applied by a 3-way merge (base: the old upstream)"
@@ -242,19 +282,59 @@ def _cherry_pick(
             record.reason += f"; {', '.join(gone)} moved upstream: followed to {', '.join(moved)}"
         return None
     stages = vendor_git.unmerged(repo)
+    present_in = present.already_present(repo, record.commit, head)
+    if present_in is not None:
+        vendor_git.set_branch(repo, PATCHED, head)  # ends the cherry-pick
+        record.klass = "upstream"
+        record.reason = (
+            "its change is already in the new upstream, comments and whitespace aside "
+            f"({', '.join(present_in)}); the 3-way merge conflicted on the rest"
+        )
+        record.dropped = True
+        return None
+    remembered = rerere.used(proc.stdout + proc.stderr)
+    if not stages and remembered:
+        _remembered(repo, patch, record, head, gone, remembered)
+        return None
     if not stages:
         err = proc.stderr.decode("utf-8", "replace").strip()
         vendor_git.set_branch(repo, PATCHED, head)
         raise VendorError(f"git cherry-pick of {record.name} ({record.commit[:12]}) failed: {err}")
     record.klass = "target-gone" if gone else "conflict"
-    record.files = sorted(stages)
+    record.files = sorted(set(stages) | set(remembered))
+    record.remembered = sorted(remembered)
     if gone:
         record.reason = f"{', '.join(gone)} no longer exist(s) in the new upstream"
     else:
         record.reason = forward_error or "the 3-way merge has conflicts"
+    if remembered:
+        record.reason += (
+            f"; {', '.join(remembered)} resolved from a remembered resolution (rerere), "
+            "the rest needs a person"
+        )
     return [
         _conflict(repo, patch, path, frozenset(found)) for path, found in sorted(stages.items())
     ]
+
+
+def _remembered(
+    repo: Path, patch: Patch, record: PatchState, head: str, gone: list[str], paths: list[str]
+) -> None:
+    """Every conflicted file was resolved from a remembered resolution: commit it, go on."""
+    record.klass = "target-gone" if gone else "conflict"
+    record.files = sorted(paths)
+    record.remembered = sorted(paths)
+    record.reason = f"the 3-way merge has conflicts in {', '.join(sorted(paths))}"
+    tree = vendor_git.text(repo, "write-tree")
+    if tree == vendor_git.tree(repo, head):
+        vendor_git.set_branch(repo, PATCHED, head)
+        record.dropped = True
+        record.resolution = "resolved to no change by a remembered resolution (rerere): dropped"
+        return
+    commit = _commit_index(repo, patch, head)
+    vendor_git.set_branch(repo, PATCHED, commit)
+    record.new_commit = commit
+    record.resolution = "resolved by a remembered resolution (rerere)"
 
 
 def _conflict(repo: Path, patch: Patch, path: str, found: frozenset[int]) -> Conflict:
@@ -321,6 +401,7 @@ def resolve_current(project: ProjectState, patch: Patch) -> None:
             f"{repo}: still in conflict: {', '.join(sorted(stages))}. Edit them, then "
             f"`git -C {repo} add FILE` (or `git -C {repo} rm FILE`), and --continue again"
         )
+    record.recorded = sorted(set(record.recorded) | set(rerere.record(repo)))
     head = vendor_git.rev(repo, "HEAD") or ""
     if head != base:
         commits = vendor_git.commits_between(repo, base, head)

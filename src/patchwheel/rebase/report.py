@@ -12,30 +12,21 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from patchwheel.config.pins import IndexPin, parse_pin
+from patchwheel.config.lock import LockedPin
 from patchwheel.patching.patches import Patch
+from patchwheel.rebase import dropwhen
+from patchwheel.rebase.dropwhen import pin_versions
 from patchwheel.rebase.state import CLASSES, PatchState, RebaseState
 
 SCHEMA = "patchwheel.rebase/1"
-_CLAUSE = re.compile(
-    r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s+pin\s*(<=|>=|==|!=|<|>)\s*([0-9][0-9A-Za-z.+!-]*)\s*$"
-)
 _CHANGE_VERSION = re.compile(r"\(([0-9][0-9A-Za-z.+!-]*)\)\s*$")
 
 
 def project_versions(state: RebaseState) -> dict[str, Version | None]:
-    """The version each project's new source pin names (None for git/URL pins)."""
-    out: dict[str, Version | None] = {}
-    for entry in state.lock:
-        key = str(entry["key"])
-        if ":" in key:
-            continue
-        pin = parse_pin(str(entry["pin"]))
-        out[canonicalize_name(key)] = Version(pin.version) if isinstance(pin, IndexPin) else None
-    return out
+    """The version each project's new source pin names (None: unknown, e.g. a git pin)."""
+    return pin_versions(LockedPin(**entry) for entry in state.lock)
 
 
 def notes_for(patch: Patch, versions: Mapping[str, Version | None]) -> list[str]:
@@ -61,35 +52,8 @@ def notes_for(patch: Patch, versions: Mapping[str, Version | None]) -> list[str]
 
 
 def drop_when_holds(text: str, versions: Mapping[str, Version | None]) -> bool:
-    """Whether ``NAME pin OP VERSION`` clauses joined by ``or``/``and`` hold (False if unsure)."""
-    any_true = False
-    for alternative in re.split(r"\s+or\s+", text.strip(), flags=re.IGNORECASE):
-        results = [_clause(c, versions) for c in re.split(r"\s+and\s+", alternative, flags=re.I)]
-        if all(r is True for r in results):
-            any_true = True
-    return any_true
-
-
-def _clause(text: str, versions: Mapping[str, Version | None]) -> bool | None:
-    match = _CLAUSE.match(text.strip().rstrip(",;."))
-    if not match:
-        return None
-    name, op, raw = match.groups()
-    version = versions.get(canonicalize_name(name))
-    try:
-        wanted = Version(raw)
-    except InvalidVersion:
-        return None
-    if version is None:
-        return None
-    return {
-        "<": version < wanted,
-        "<=": version <= wanted,
-        ">": version > wanted,
-        ">=": version >= wanted,
-        "==": version == wanted,
-        "!=": version != wanted,
-    }[op]
+    """Whether a ``Drop-When`` is true for these versions (unknown is not true)."""
+    return dropwhen.evaluate(text, versions).holds
 
 
 def build_report(
@@ -97,6 +61,7 @@ def build_report(
     patches: Mapping[str, Mapping[str, Patch]],
     rewritten: Mapping[str, Mapping[str, dict[str, Any]]],
     audit: dict[str, Any] | None,
+    remembered: Mapping[str, list[str]] | None = None,
 ) -> dict[str, Any]:
     """The JSON report. ``patches``: old patches by project and name; ``rewritten``: per patch
     ``text-changed``, ``sha256``, ``range-diff``."""
@@ -109,6 +74,8 @@ def build_report(
             patch = patches[project.name][record.name]
             extra = rewritten.get(project.name, {}).get(record.name, {})
             notes = notes_for(patch, versions) + flagged.get(record.name, [])
+            if record.dropped and record.reason.startswith("its Drop-When holds"):
+                notes = [n for n in notes if not n.startswith("Drop-When holds")]
             rows.append(_patch_row(record, patch, extra, notes))
         counts = Counter(r.klass for r in project.patches)
         projects.append(
@@ -121,6 +88,12 @@ def build_report(
                 "patches": rows,
                 "counts": {k: counts[k] for k in CLASSES if counts[k]},
                 "dropped": [r.name for r in project.patches if r.dropped],
+                "touch-upstream-changes": [r.name for r in project.patches if r.touched_upstream],
+                "rerere": {
+                    "loaded": project.remembered,
+                    "reused-by": [r.name for r in project.patches if r.remembered],
+                    "recorded": list((remembered or {}).get(project.name, [])),
+                },
             }
         )
     return {
@@ -168,6 +141,8 @@ def _patch_row(
         "text-changed": bool(extra.get("text-changed", False)),
         "range-diff": extra.get("range-diff"),
         "notes": notes,
+        "touches-upstream-changes": record.touched_upstream,
+        "remembered": record.remembered,
     }
 
 
@@ -209,6 +184,7 @@ def markdown(report: Mapping[str, Any]) -> str:
             continue
         counts = ", ".join(f"{n} {k}" for k, n in project["counts"].items())
         lines += [f"{len(project['patches'])} patches: {counts}.", ""]
+        lines += _upstream_lines(project)
         lines += ["| # | patch | class | details |", "| --- | --- | --- | --- |"]
         for number, row in enumerate(project["patches"], start=1):
             lines.append(f"| {number} | `{row['name']}` | {row['class']} | {_details(row)} |")
@@ -244,6 +220,37 @@ def _next_lines(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _upstream_lines(project: Mapping[str, Any]) -> list[str]:
+    """Which patches touch files upstream changed, and what rerere remembered or reused."""
+    if not project["replayed"]:
+        return []
+    touching = [r for r in project["patches"] if r.get("touches-upstream-changes")]
+    lines = []
+    if touching:
+        lines.append("Patches touching files that changed upstream between the old and new pins:")
+        lines += [
+            f"- `{r['name']}`: {', '.join(f'`{p}`' for p in r['touches-upstream-changes'])}"
+            for r in touching
+        ]
+    else:
+        lines.append("No patch touches a file that changed upstream between the old and new pins.")
+    rr = project.get("rerere") or {}
+    parts = []
+    if rr.get("loaded"):
+        parts.append(f"{rr['loaded']} remembered conflict resolution(s) loaded from the series")
+    if rr.get("reused-by"):
+        names = ", ".join(f"`{n}`" for n in rr["reused-by"])
+        parts.append(f"conflicts of {names} resolved by a remembered resolution (rerere)")
+    if rr.get("recorded"):
+        parts.append(
+            f"{len(rr['recorded'])} new resolution(s) remembered in `rr-cache/` beside the series, "
+            "so the same conflict resolves itself next time"
+        )
+    if parts:
+        lines += ["", "Conflict resolutions: " + "; ".join(parts) + "."]
+    return [*lines, ""]
+
+
 def _project_title(project: Mapping[str, Any]) -> str:
     if project["replayed"]:
         return (
@@ -265,6 +272,9 @@ def _details(row: Mapping[str, Any]) -> str:
         parts.append(row["resolution"])
     if row["text-changed"]:
         parts.append("text changed (range-diff below)")
+    if row.get("touches-upstream-changes"):
+        changed = ", ".join(f"`{p}`" for p in row["touches-upstream-changes"])
+        parts.append(f"touches files changed upstream: {changed}")
     parts += [f"**note:** {n}" for n in row["notes"]]
     return "; ".join(parts).replace("|", "\\|").replace("\n", " ") or "-"
 

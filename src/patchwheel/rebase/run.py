@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -73,10 +73,17 @@ def start(
     new_target: str | None = None,
     cwd: Path | None = None,
     audit: AuditRunner | None = None,
+    pins: Mapping[str, onto_mod.KeyPin] | None = None,
+    versions: Mapping[str, str] | None = None,
 ) -> Outcome:
-    """Rebase ``target_name`` onto the ``onto`` pins (see the module doc)."""
+    """Rebase ``target_name`` onto the ``onto`` pins (see the module doc).
+
+    ``pins`` sets pins by lock key (what a roll does); ``versions`` records, per lock key, the
+    version a new pin carries where the pin does not say it (a channel's commit), which the
+    patches' ``Drop-When`` predicates are read against.
+    """
     began = time.monotonic()
-    if not onto:
+    if not onto and not pins:
         raise ConfigError("rebase needs at least one --onto PIN (e.g. --onto vllm==0.26.0)")
     _refuse_in_progress(workspace, target_name)
     output = new_target or target_name
@@ -87,7 +94,7 @@ def start(
             _check_new_target(workspace, target, new_target)
         out_root = workspace.patches / output
         changes, warnings = onto_mod.plan_changes(
-            target, onto, cwd=cwd or Path.cwd(), out_root=out_root
+            target, onto, cwd=cwd or Path.cwd(), out_root=out_root, by_key=pins
         )
         if not changes:
             reasons = [f"{s.key} is already pinned to {s.pin.text!r}" for s in target.pin_specs]
@@ -104,7 +111,11 @@ def start(
         for warning in warnings:
             console.status(f"[yellow]warning:[/] {warning}")
         resolved = resolve_changes(changes, cache)
-        state = new_state(workspace, target, lock, changes, resolved, onto, output, warnings)
+        for key, version in (versions or {}).items():
+            if key in resolved:
+                resolved[key] = replace(resolved[key], version=version)
+        described = [*onto, *(f"{k} = {p.pin}" for k, p in (pins or {}).items())]
+        state = new_state(workspace, target, lock, changes, resolved, described, output, warnings)
         take_backup(state, target.root)
         state.save()
         try:
@@ -209,7 +220,9 @@ def _run(state: RebaseState, cache: Cache, audit: AuditRunner | None, began: flo
         for project in state.projects:
             if not project.affected or project.current is None:
                 continue
-            stop = replay.replay_project(project, patch_loader(state, project), state.save)
+            stop = replay.replay_project(
+                project, patch_loader(state, project), state.save, report.project_versions(state)
+            )
             began = state.clock(began)
             state.save()
             if stop is not None:

@@ -40,6 +40,9 @@ class PatchState:
     resolution: str = ""  # "", "by hand", "skipped"
     new_commit: str = ""  # its commit on the new upstream
     dropped: bool = False  # the patch leaves the series
+    touched_upstream: list[str] = field(default_factory=list)  # its files upstream changed
+    remembered: list[str] = field(default_factory=list)  # files rerere resolved from memory
+    recorded: list[str] = field(default_factory=list)  # files whose resolution rerere recorded
 
 
 @dataclass
@@ -59,6 +62,7 @@ class ProjectState:
     position: int = 0  # the next patch to replay
     base: str = ""  # the commit patches[position] is replayed onto
     stopped: bool = False
+    remembered: int = 0  # resolutions kept with the series, loaded into the vendor repo
 
     @property
     def path(self) -> Path:

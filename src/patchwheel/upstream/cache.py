@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -21,7 +22,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
+from patchwheel.errors import ConfigError
+
 CHUNK = 1 << 20
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+TREE_KEY_RE = re.compile(r"^(sha256-[0-9a-f]{64}|git-[0-9a-f]{40})$")
 
 
 def default_root() -> Path:
@@ -71,7 +76,13 @@ class Cache:
                 continue
 
     def blob_path(self, sha256: str) -> Path:
-        """Where the artifact with this sha256 lives (whether or not it exists)."""
+        """Where the artifact with this sha256 lives (whether or not it exists).
+
+        Only a hex digest names a blob: any other value (a hostile lock's ``../../x``) is
+        refused here too, so no caller can turn it into a path outside the cache.
+        """
+        if not SHA256_RE.match(sha256):
+            raise ConfigError(f"{sha256!r} is not a sha256 (64 lowercase hex digits); refused")
         return self.root / "blobs" / "sha256" / sha256[:2] / sha256
 
     def git_path(self, key: str) -> Path:
@@ -79,7 +90,9 @@ class Cache:
         return self.root / "git" / f"{key}.git"
 
     def tree_path(self, key: str) -> Path:
-        """Where the extracted tree with this key lives."""
+        """Where the extracted tree with this key (``sha256-<hex>``, ``git-<commit>``) lives."""
+        if not TREE_KEY_RE.match(key):
+            raise ConfigError(f"{key!r} is not a source tree key; refused")
         return self.root / "trees" / key
 
     def wheel_dir(self, key: str) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from patchwheel.config.pins import COMMIT_RE, GitPin
 from patchwheel.errors import FetchError, LockError
 from patchwheel.upstream.cache import Cache, sha256_bytes
 
+SHORT_COMMIT_RE = re.compile(r"^[0-9a-f]{4,40}$")
 # Only plain transports: no `ext::` command execution from a URL in a target file.
 SAFE_ENV = {"GIT_ALLOW_PROTOCOL": "file:git:http:https:ssh", "GIT_TERMINAL_PROMPT": "0"}
 
@@ -64,6 +66,12 @@ def mirror(pin: GitPin, commit: str, cache: Cache) -> git.Repo:
     repo = _open_or_init(path)
     if _has_commit(repo, commit):
         return repo
+    if not pin.is_commit:
+        # Before anything is fetched: once the moved tag's history (which may contain the
+        # locked commit) is in the mirror, the next run would find the commit and go on.
+        current = ls_remote(pin)
+        if current != commit:
+            raise _moved(pin, current, commit)
     console.status(f"git fetch {pin.url}")
     try:
         repo.git.execute(
@@ -84,15 +92,95 @@ def mirror(pin: GitPin, commit: str, cache: Cache) -> git.Repo:
         raise FetchError(f"pin {pin.text!r}: git fetch failed: {exc.stderr.strip()}") from exc
     if not pin.is_commit:
         current = resolve_in(repo, pin.rev)
-        if current != commit:
-            raise LockError(
-                f"pin {pin.text!r}: {pin.rev!r} now points to {current}, but the lock records "
-                f"{commit}; the tag or branch moved. Re-lock on purpose with "
-                "`nox -s lock -- --update NAME` if the new commit is trusted"
-            )
+        if current != commit:  # it moved between ls-remote and fetch
+            raise _moved(pin, current, commit)
     if not _has_commit(repo, commit):
         raise FetchError(f"pin {pin.text!r}: commit {commit} is not in {pin.url}")
     return repo
+
+
+def _moved(pin: GitPin, current: str, commit: str) -> LockError:
+    return LockError(
+        f"pin {pin.text!r}: {pin.rev!r} now points to {current}, but the lock records "
+        f"{commit}; the tag or branch moved. Re-lock on purpose with "
+        f"`nox -s lock -- --update {pin.project}` if the new commit is trusted"
+    )
+
+
+def mirror_repo(url: str, cache: Cache) -> git.Repo:
+    """The bare mirror of ``url`` as it is (made empty when there is none; no network)."""
+    return _open_or_init(cache.git_path(mirror_key(url)))
+
+
+def refresh(url: str, cache: Cache) -> git.Repo:
+    """The bare mirror of ``url`` with every branch and tag fetched now (network)."""
+    repo = _open_or_init(cache.git_path(mirror_key(url)))
+    console.status(f"git fetch {url}")
+    try:
+        repo.git.execute(
+            [
+                "git",
+                "fetch",
+                "--quiet",
+                "--force",
+                "--tags",
+                "--prune",
+                "--",
+                url,
+                "+refs/heads/*:refs/heads/*",
+                "+refs/tags/*:refs/tags/*",
+            ],
+            env=_git_env(),
+        )
+    except git.GitCommandError as exc:
+        raise FetchError(f"git fetch {url} failed: {exc.stderr.strip()}") from exc
+    return repo
+
+
+def expand_commit(repo: git.Repo, prefix: str, *, what: str) -> str | None:
+    """The one commit whose id starts with ``prefix`` (4-40 hex); None when there is none.
+
+    Several commits sharing the prefix is an error naming them: a short id must not be guessed.
+    """
+    prefix = prefix.lower()
+    if not SHORT_COMMIT_RE.match(prefix):
+        raise FetchError(f"{what}: {prefix!r} is not a commit id (4 to 40 hex digits)")
+    try:
+        out = repo.git.rev_parse(f"--disambiguate={prefix}")
+    except git.GitCommandError:
+        return None
+    commits = []
+    for oid in str(out).split():
+        try:
+            kind = repo.git.cat_file("-t", oid)
+        except git.GitCommandError:  # pragma: no cover - listed objects exist
+            continue
+        if kind == "commit":
+            commits.append(oid)
+    if len(commits) > 1:
+        raise FetchError(
+            f"{what}: {prefix} names {len(commits)} commits in {repo.git_dir} "
+            f"({', '.join(c[:12] for c in commits)}); refusing to guess"
+        )
+    return commits[0] if commits else None
+
+
+def first_parents(repo: git.Repo, commit: str, *, stop: str | None, limit: int) -> list[str]:
+    """``commit`` and up to ``limit - 1`` of its first-parent ancestors, newest first, never
+    reaching ``stop`` (or its ancestors)."""
+    args = ["--first-parent", f"--max-count={limit}", commit]
+    if stop and _has_commit(repo, stop):
+        args.append(f"^{stop}")
+    return str(repo.git.rev_list(*args)).split()
+
+
+def is_ancestor(repo: git.Repo, ancestor: str, commit: str) -> bool:
+    """Whether ``ancestor`` is ``commit`` or one of its ancestors."""
+    try:
+        repo.git.merge_base("--is-ancestor", ancestor, commit)
+    except git.GitCommandError:
+        return False
+    return True
 
 
 def resolve_in(repo: git.Repo, rev: str) -> str:

@@ -33,6 +33,7 @@ from patchwheel.verify.extraction import (
 from patchwheel.verify.install import (
     BuiltWheel,
     Venv,
+    built_inputs,
     check_installed,
     check_installed_files,
     cpu_wheels,
@@ -184,6 +185,7 @@ def verify_cpu(
         rtol=RTOL[plan.dtype],
         layers=list(plan.layer_ids),
         max_num_batched_tokens=plan.max_num_batched_tokens,
+        inputs=built_inputs(target_build_dir),
     )
     try:
         artifacts = cpu_wheels(read_manifest(target_build_dir), manifest.path_in(target_build_dir))

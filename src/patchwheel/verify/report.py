@@ -52,6 +52,7 @@ class VerifyReport:
     rtol: float
     layers: list[int]
     max_num_batched_tokens: int
+    inputs: str | None = None  # the inputs hash of the build verified (manifest.json)
     packages: list[PackageRecord] = field(default_factory=list)
     calls: list[CallRecord] = field(default_factory=list)
     checks: list[TensorCheck] = field(default_factory=list)
@@ -78,6 +79,7 @@ class VerifyReport:
         """The JSON document written to verify-cpu.json."""
         return {
             "target": self.target,
+            "inputs": self.inputs,
             "status": self.status,
             "dtype": self.dtype,
             "tolerance": {"rule": "max_abs_error <= rtol * max|reference|", "rtol": self.rtol},

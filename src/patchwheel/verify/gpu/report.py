@@ -18,6 +18,7 @@ class GpuReport:
     """The content of verify-gpu.json."""
 
     target: str
+    inputs: str | None = None  # the inputs hash of the build verified (manifest.json)
     status: str = "crashed"
     gpu: dict[str, Any] = field(default_factory=dict)
     packages: list[dict[str, Any]] = field(default_factory=list)
@@ -36,6 +37,7 @@ class GpuReport:
             "schema": 1,
             "kind": "verify-gpu",
             "target": self.target,
+            "inputs": self.inputs,
             "status": self.status,
             "passed": self.status == "passed",
             "date": self.date,

@@ -19,6 +19,7 @@ from patchwheel.verify.gpu.machine import gpu_facts
 from patchwheel.verify.gpu.options import GpuOptions, add_arguments, options_from
 from patchwheel.verify.gpu.report import GpuReport, write_report
 from patchwheel.verify.gpu.throughput import measure_throughput
+from patchwheel.verify.install import built_inputs
 from patchwheel.verify.plan import VerifyPlan
 from patchwheel.workspace import Workspace
 
@@ -34,6 +35,7 @@ def verify_gpu(options: GpuOptions, console: Console | None = None) -> GpuReport
     started = time.monotonic()
     report = GpuReport(
         target=options.manifest_dir.name,
+        inputs=built_inputs(options.manifest_dir),
         dtype=options.dtype,
         rtol=RTOL[options.dtype],
         layers=list(VerifyPlan().layer_ids),

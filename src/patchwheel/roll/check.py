@@ -1,0 +1,288 @@
+"""Steps 3-5 of a roll, once the series is rebased: build (with the audit), bisect the drift the
+audit finds, verify.
+
+* **build** — ``build_target`` of the rolled target; its audit hook audits the patched consumer
+  against the patched provider with the provider's *old* sources as the baseline, so what it
+  reports is drift the roll introduced. The wheels are built either way (the report says so).
+* **bisect** — when the audit finds drift: the first upstream commit between the old and the new
+  commit that introduces it (``patchwheel.bisect``, called from :func:`run_bisect`).
+* **verify** — on CPU where the target has a ``cpu`` variant: speculators' extraction against
+  transformers (``extraction``), or the install check (``install``: what a stack without vLLM,
+  such as the tests' tiny targets, can run). Without a CPU variant the GPU session verifies it;
+  the report gives its commands.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import git
+
+from patchwheel import console
+from patchwheel.audit.report import AuditReport
+from patchwheel.audit.target import CONSUMER, PROVIDER, audit_trees
+from patchwheel.bisect.run import bisect_target
+from patchwheel.building.run import build_target
+from patchwheel.config.lock import LockedPin
+from patchwheel.config.pins import IndexPin, parse_pin
+from patchwheel.config.targets import Channel, PinSpec, Target, load_target
+from patchwheel.errors import PatchwheelError, VerifyError
+from patchwheel.roll.state import RollState
+from patchwheel.upstream import gitsrc
+from patchwheel.upstream.cache import Cache
+from patchwheel.upstream.sources import source_tree_of
+from patchwheel.verify.cpu import verify_cpu
+from patchwheel.verify.installed import verify_install
+from patchwheel.workspace import Workspace
+
+
+@dataclass
+class Checks:
+    """What the checks after the rebase found."""
+
+    build: dict[str, Any] = field(default_factory=dict)
+    audit: dict[str, Any] = field(default_factory=dict)
+    bisect: dict[str, Any] | None = None
+    verification: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def green(self) -> bool:
+        """Built, no new drift, verified (or verified by the GPU session, which is not here)."""
+        return (
+            self.build.get("status") == "built"
+            and self.audit.get("status") in ("passed", "skipped")
+            and self.verification.get("status") in ("passed", "gpu")
+        )
+
+
+class _AuditCapture:
+    """The build's audit hook: the patched consumer against the patched provider, baseline the
+    provider's old sources; the report is kept, the build goes on."""
+
+    def __init__(self, baseline: Path | None, cache: Cache) -> None:
+        self.baseline = baseline
+        self.cache = cache
+        self.report: AuditReport | None = None
+
+    def __call__(self, target: Target, trees: dict[str, Path]) -> dict[str, Any]:
+        if CONSUMER not in trees or PROVIDER not in trees:
+            return {"skipped": f"the target does not build both {CONSUMER} and {PROVIDER}"}
+        report = audit_trees(
+            trees, baseline=self.baseline, cache=self.cache, progress=console.stderr
+        )
+        report.render(console.stderr)
+        self.report = report
+        return {**report.summary(), "allowed": bool(report.findings)}
+
+
+def run_checks(workspace: Workspace, cache: Cache, state: RollState) -> Checks:
+    """Build, audit, bisect on drift, verify; every outcome recorded, nothing raised but errors
+    of the roll itself."""
+    checks = Checks()
+    target = load_target(workspace.patches, state.output)
+    project = target.project(state.project)
+    old = {k: LockedPin(**v) for k, v in state.old.items()}
+    moved_provider = project.name == PROVIDER
+    baseline = (
+        _old_tree(workspace, state, old[project.source.key], cache) if moved_provider else None
+    )
+    capture = _AuditCapture(baseline, cache)
+    began = time.monotonic()
+    try:
+        built = build_target(state.output, workspace, cache, audit=capture)
+    except PatchwheelError as exc:
+        checks.build = {"status": "failed", "error": str(exc)}
+        checks.audit = _audit_entry(capture.report, error="the build stopped before the audit")
+        checks.verification = {"status": "skipped", "reason": "the build failed"}
+        state.add_time("build", time.monotonic() - began)
+        return checks
+    state.add_time("build", time.monotonic() - began)
+    checks.build = {
+        "status": "built",
+        "up-to-date": built.up_to_date,
+        "wheels": [
+            {
+                "distribution": w.distribution,
+                "variant": w.variant,
+                "version": w.version,
+                "filename": w.filename,
+                "sha256": w.sha256,
+            }
+            for w in built.manifest.wheels
+        ],
+    }
+    checks.audit = _audit_entry(
+        capture.report, baseline=old[project.source.key].pin if moved_provider else None
+    )
+    if capture.report is not None and capture.report.findings:
+        began = time.monotonic()
+        checks.bisect = _bisect(
+            workspace, cache, state, old[project.source.key], project.channel, project.name
+        )
+        state.add_time("bisect", time.monotonic() - began)
+        checks.verification = {
+            "status": "skipped",
+            "reason": "the audit found drift: the wheels are not verified until it is answered",
+        }
+        return checks
+    began = time.monotonic()
+    checks.verification = verify(workspace, state, target)
+    state.add_time("verify", time.monotonic() - began)
+    return checks
+
+
+def _audit_entry(
+    report: AuditReport | None, *, baseline: str | None = None, error: str | None = None
+) -> dict[str, Any]:
+    if error is not None:
+        return {"status": "error", "error": error}
+    if report is None:
+        return {
+            "status": "skipped",
+            "reason": f"the target does not build both {CONSUMER} and {PROVIDER}",
+        }
+    full = report.to_dict()
+    return {
+        "status": "findings" if report.findings else "passed",
+        "baseline": baseline or report.baseline.label,
+        "summary": report.summary(),
+        "findings": full["findings"],
+    }
+
+
+def _old_tree(workspace: Workspace, state: RollState, entry: LockedPin, cache: Cache) -> Path:
+    """The provider's sources at the old pin (the audit's baseline)."""
+    root = workspace.patches / state.target
+    spec = PinSpec(entry.key, parse_pin(entry.pin, base_dir=root), "sdist")
+    return source_tree_of(spec, entry, cache).path
+
+
+# --------------------------------------------------------------------------- bisect
+
+
+def old_commit(entry: LockedPin, channel: Channel | None, cache: Cache) -> str | None:
+    """The commit of the old pin in the channel's repository, where one can be named: a git
+    pin's commit, a version's ``+g<commit>`` label, or the release tag ``v<version>``."""
+    if entry.kind == "git" and entry.commit:
+        return entry.commit
+    if channel is None:
+        return None
+    version = entry.version
+    if version is None:
+        pin = parse_pin(entry.pin)
+        version = pin.version if isinstance(pin, IndexPin) else None
+    if version is None:
+        return None
+    repo = gitsrc.mirror_repo(channel.repository, cache)
+    label = version.partition("+")[2].split(".")[0]
+    if label.startswith("g") and len(label) > 7:
+        return gitsrc.expand_commit(repo, label[1:], what=f"the old pin {entry.pin}")
+    for tag in (f"v{version}", version):
+        try:
+            return gitsrc.resolve_in(repo, tag)
+        except (PatchwheelError, git.GitCommandError):
+            continue
+    return None
+
+
+def _bisect(
+    workspace: Workspace,
+    cache: Cache,
+    state: RollState,
+    old: LockedPin,
+    channel: Channel | None,
+    project: str,
+) -> dict[str, Any]:
+    good = old_commit(old, channel, cache)
+    bad = str(state.new.get("commit", ""))
+    if good is None or not bad:
+        return {
+            "status": "skipped",
+            "reason": f"the old pin {old.pin} names no commit of the channel's repository",
+        }
+    repo = cache.git_path(gitsrc.mirror_key(channel.repository)) if channel else None
+    return run_bisect(
+        workspace, cache, state.output, project=project, good=good, bad=bad, repo=repo
+    )
+
+
+def run_bisect(
+    workspace: Workspace,
+    cache: Cache,
+    target: str,
+    *,
+    project: str,
+    good: str,
+    bad: str,
+    repo: Path | None,
+) -> dict[str, Any]:
+    """Bisect the audit's drift between ``good`` and ``bad`` (never raises: errors recorded)."""
+    console.status(f"bisect {project} {good[:12]}..{bad[:12]} for the audit's drift")
+    try:
+        report = bisect_target(
+            workspace,
+            cache,
+            target,
+            project=project,
+            good=good,
+            bad=bad,
+            repo=repo,
+            consumer_target=target,
+        )
+        data: Any = report.to_dict()
+        markdown = report.to_markdown()
+    except PatchwheelError as exc:
+        return {"status": "error", "error": str(exc), "good": good, "bad": bad}
+    return {"status": "ran", "good": good, "bad": bad, "report": data, "markdown": markdown}
+
+
+# --------------------------------------------------------------------------- verify
+
+
+def verify(workspace: Workspace, state: RollState, target: Target) -> dict[str, Any]:
+    """CPU verification where the target has a CPU variant; else the GPU session's commands."""
+    project = target.project(state.project)
+    name = state.output
+    if not any(v.name == "cpu" for v in project.variants):
+        return {
+            "status": "gpu",
+            "reason": f"{name} has no CPU variant of {project.name}: the GPU session verifies it",
+            "next": [
+                f"nox -s wheelhouse -- --target {name} --installed gpu-freeze.txt --split 60MiB",
+                f"nox -s gpu -- --target {name} --wheelhouse build/{name}/wheelhouse "
+                "--use-system-torch",
+            ],
+        }
+    target_dir = workspace.target_dir(name)
+    try:
+        if state.verify == "install":
+            installed = verify_install(
+                target_dir,
+                index_dir=target_dir / "simple",
+                work_dir=workspace.work_dir(name, "verify-install"),
+                console=console.stderr,
+            )
+            return {
+                "status": "passed",
+                "mode": "install",
+                "imported": installed.imported,
+                "packages": installed.packages,
+                "report": "verify-install.json",
+            }
+        report = verify_cpu(
+            target_dir,
+            index_dir=target_dir / "simple",
+            work_dir=workspace.work_dir(name, "verify-cpu"),
+            console=console.stderr,
+        )
+        return {
+            "status": "passed",
+            "mode": "extraction",
+            "checks": len(report.checks),
+            "report": "verify-cpu.json",
+        }
+    except VerifyError as exc:
+        return {"status": "failed", "mode": state.verify, "error": str(exc)}

@@ -1,0 +1,153 @@
+"""Write a table of HARDENING.md from a JUnit XML run of the hardening tests.
+
+    pytest tests/integration/test_hardening_*.py --junitxml=/tmp/hardening.xml [-m ...]
+    python -m tests.integration.hardening_report [--after] /tmp/hardening.xml [more.xml …]
+
+The table (between the ``table`` markers of HARDENING.md, or the ``after`` markers with
+``--after``: the run with the fixes) lists, for each test id, the defect of issue 11 it pins
+down and what the run said: the first lines of its failure, or "passed" (with its time).
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DOC = HERE / "HARDENING.md"
+MARKERS = {
+    "before": ("<!-- table:start -->", "<!-- table:end -->"),
+    "after": ("<!-- after:start -->", "<!-- after:end -->"),
+}
+
+# after the first line of a failure, only what patchwheel itself said (or the kill report)
+KEEP = ("error:", "warning:", "cache entry", "tiny:", "- N=", "right after", "build ", "export ")
+
+DEFECTS = {
+    "test_hostile_sdist_lock_value_is_refused_and_touches_nothing": (
+        "target.lock trusted as written (sdist pin): sha256 becomes a cache path (deletes "
+        "outside the cache), filename a build/ path (writes outside build/), keys and types "
+        "unchecked"
+    ),
+    "test_hostile_git_lock_value_is_refused_and_touches_nothing": (
+        "target.lock trusted as written (git pin): commit/rev/sha256 values unchecked"
+    ),
+    "test_lock_command_refuses_a_hostile_lock_before_writing": (
+        "`patchwheel lock` keeps a hostile entry it read and rewrites it"
+    ),
+    "test_patch_without_date_header_builds_reproducibly": (
+        "a patch without `Date:` crashes the build (git: invalid date format)"
+    ),
+    "test_patch_writing_a_git_path_is_refused": (
+        "a patch may write a `.git` path: nested gitdir file / gitlink, `.GIT/config`, "
+        "`src/.git/` (any case, any depth)"
+    ),
+    "test_git_like_names_are_not_refused": "guard for the `.git` fix (not a defect)",
+    "test_crlf_patch_is_refused_with_a_line_ending_hint": "CRLF patch refused without a hint",
+    "test_truncated_patch_error_names_the_line": "a truncated patch's error lacks the line",
+    "test_the_same_patch_twice_under_two_names_says_already_applied": (
+        "the same patch listed twice under two names doesn't say 'already applied'"
+    ),
+    "test_a_patch_missing_a_required_dep3_field_is_an_error": (
+        "a required DEP-3 field (Origin, Forwarded, Drop-When) missing only warns"
+    ),
+    "test_an_edit_in_the_cached_source_tree_never_reaches_a_wheel": (
+        "the cached extracted source tree is trusted by its marker"
+    ),
+    "test_a_moved_tag_is_refused_on_every_run_until_update": (
+        "a moved tag is refused on the first run, accepted on the second"
+    ),
+    "test_kill_at_a_named_moment_loses_and_leaks_nothing": (
+        "kill -9 after the build/<target> link swap (index lists a missing wheel) / while "
+        "patching the vendor tree (next build 'up to date' on a dirty tree, export)"
+    ),
+    "test_kill_before_every_mutation_of_a_build_loses_and_leaks_nothing": (
+        "kill -9 at any moment of a build (every filesystem mutation and git command)"
+    ),
+    "test_kill_before_every_mutation_site_of_a_build_loses_and_leaks_nothing": (
+        "kill -9 at any moment of a build (before the first mutation of every distinct site)"
+    ),
+    "test_passed_true_does_not_override_a_failed_status": (
+        'publish --require-verified: `"passed": true` overrides `"status"`'
+    ),
+    "test_a_report_of_another_build_of_the_target_is_refused": (
+        "publish --require-verified: a report is matched to the target by name only"
+    ),
+    "test_one_unverified_file_means_nothing_is_uploaded": (
+        "publish --require-verified: the verified subset is uploaded before the run fails"
+    ),
+    "test_an_unpatched_upstream_sdist_of_a_verified_build_is_published": (
+        "publish --require-verified: an sdist can never pass"
+    ),
+}
+
+
+def outcome(case: ET.Element, lines: int) -> str:
+    for tag in ("failure", "error"):
+        found = case.find(tag)
+        if found is not None:
+            text = (found.get("message") or "").strip()
+            if "more lines; full report" in text or not text:  # pytest shortened the message
+                text = "\n".join(
+                    line[1:] for line in (found.text or "").splitlines() if line.startswith("E ")
+                )
+            found_lines = [line.strip() for line in text.splitlines() if line.strip()]
+            kept = [found_lines[0][:400]] if found_lines else []
+            kept += [line[:400] for line in found_lines[1:] if line.startswith(KEEP)]
+            kept = kept[:lines]
+            label = "FAILS" if tag == "failure" else "ERROR"
+            return f"{label}: " + "<br>".join(kept)
+    if case.find("skipped") is not None:
+        return "skipped: " + (case.find("skipped").get("message") or "")  # type: ignore[union-attr]
+    return f"passed ({float(case.get('time') or 0):.1f} s)"
+
+
+def rows(xml_paths: list[Path]) -> list[tuple[str, str, str]]:
+    out = []
+    for xml_path in xml_paths:
+        for case in ET.parse(xml_path).getroot().iter("testcase"):
+            name = case.get("name", "")
+            function = name.split("[", 1)[0]
+            module = case.get("classname", "").rsplit(".", 1)[-1]
+            lines = 40 if "every_mutation" in function else 2
+            text = outcome(case, lines).replace("|", "\\|")
+            text = re.sub(r"/\S*?/(n\d{4}|fast-tmp|pytest-\d+)/\S*?(?=/checkout)", "<ws>", text)
+            if len(text) > 4000:
+                text = text[:4000] + " …"
+            out.append((DEFECTS.get(function, "?"), f"`{module}::{name}`", text))
+    return out
+
+
+def main(argv: list[str]) -> int:
+    which = "after" if "--after" in argv else "before"
+    xml_paths = [Path(a) for a in argv if a != "--after"]
+    start, end = MARKERS[which]
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    today = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    table = [
+        f"Run against commit {commit} on {today} "
+        f"(`python -m tests.integration.hardening_report {' '.join(argv)}`).",
+        "",
+        f"| defect (issue 11) | test id | {'with the fixes' if which == 'after' else 'today'} |",
+        "| --- | --- | --- |",
+        *(f"| {d} | {t} | {o} |" for d, t, o in rows(xml_paths)),
+    ]
+    doc = DOC.read_text("utf-8")
+    head, _, rest = doc.partition(start)
+    _, _, tail = rest.partition(end)
+    DOC.write_text(head + start + "\n" + "\n".join(table) + "\n" + end + tail, "utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
