@@ -220,7 +220,11 @@ def verify_cpu(
         report.startup_s = extraction.startup_s
         report.extraction_wall_s = extraction.wall_s
         with console.status("computing the transformers reference"):
-            report.checks = compare_with_reference(plan, model_dir, calls, extraction)
+            report.checks, reference = compare_with_reference(plan, model_dir, calls, extraction)
+        report.settings = {
+            "extraction": {"requested": extraction.requested, "effective": extraction.effective},
+            "reference": {"effective": reference},
+        }
         report.status = "mismatch" if report.failures else "passed"
         if report.failures:
             report.error = mismatch_message(report, report_path)

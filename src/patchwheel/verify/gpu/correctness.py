@@ -47,7 +47,8 @@ def check_extraction(
             label=f"extraction at tensor parallel {tp}",
         )
     extraction = load_extraction(out_dir, calls, wall, log)
-    checks: list[TensorCheck] = compare_with_reference(plan, model_dir, calls, extraction)
+    checks: list[TensorCheck]
+    checks, reference = compare_with_reference(plan, model_dir, calls, extraction)
     failures = [c for c in checks if not c.ok]
     return {
         "tensor_parallel_size": tp,
@@ -58,4 +59,8 @@ def check_extraction(
         "checks": len(checks),
         "failed": [c.describe() for c in failures[:20]],
         "wall_s": round(wall, 1),
+        "settings": {
+            "extraction": {"requested": extraction.requested, "effective": extraction.effective},
+            "reference": {"effective": reference},
+        },
     }
