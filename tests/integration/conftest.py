@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import io
+import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
+from patchwheel.config.targets import load_target
 from patchwheel.errors import VerifyError
+from patchwheel.index.consumer import Command
+from patchwheel.verify.consumer import cpu_commands
 from patchwheel.verify.cpu import verify_cpu
 from patchwheel.verify.report import VerifyReport
+from patchwheel.verify.userpath import UserPathPlan
 from tests import support
 from tests.conftest import DefaultBuild
 
@@ -29,13 +35,27 @@ class Verified:
     report_path: Path
 
 
-def run_verify(build_dir: Path, index: Path, work: Path, *, reuse: bool) -> Verified:
+def run_verify(
+    build_dir: Path,
+    index: Path,
+    work: Path,
+    *,
+    reuse: bool,
+    commands: Sequence[Command] | None = None,
+    user_path: UserPathPlan | None = None,
+) -> Verified:
     """verify_cpu with its console captured; a VerifyError is returned, not raised."""
     out = io.StringIO()
     console = Console(file=out, width=160)
     try:
         report = verify_cpu(
-            build_dir, index_dir=index, work_dir=work, reuse_venv=reuse, console=console
+            build_dir,
+            index_dir=index,
+            work_dir=work,
+            reuse_venv=reuse,
+            console=console,
+            commands=commands,
+            user_path=user_path,
         )
         return Verified(report, None, out.getvalue(), build_dir / "verify-cpu.json")
     except VerifyError as exc:
@@ -48,11 +68,33 @@ def cpu_work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("verify-cpu")
 
 
+def consumer_commands(default_build: DefaultBuild, venv: Path) -> list[Command]:
+    """README's CPU commands (uv) for the default build. Where the machine's pip find-links
+    hold torch (PIP_FIND_LINKS; PyTorch's index unreachable) no extra index is given."""
+    target = load_target(default_build.root / "patches", default_build.target)
+    local_torch = "PIP_FIND_LINKS" in os.environ
+    return cpu_commands(
+        target,
+        default_build.target_dir,
+        venv,
+        installer="uv",
+        extra_index_urls=[] if local_torch else None,
+    )
+
+
 @pytest.fixture(scope="session")
 def cpu_verified(default_build: DefaultBuild, cpu_work: Path) -> Verified:
-    """The full verification of the default target's built wheels, in a fresh venv."""
+    """The full verification of the default target's built wheels: a fresh venv made by
+    README's consumer commands, extraction, and the user's library pipeline."""
     assert default_build.target == TARGET
-    return run_verify(default_build.target_dir, default_build.index, cpu_work, reuse=False)
+    return run_verify(
+        default_build.target_dir,
+        default_build.index,
+        cpu_work,
+        reuse=False,
+        commands=consumer_commands(default_build, cpu_work / "venv"),
+        user_path=UserPathPlan(),
+    )
 
 
 def build_variant(root: Path, cache: Path, patch_names: list[str]) -> Path:

@@ -118,8 +118,9 @@ def load_extraction(
         startup_s=float(result["startup_seconds"]),
         wall_s=wall,
         log=log,
-        requested=dict(result["requested"]),
-        effective=dict(result["effective"]),
+        # extract.py writes both; the vLLM oracle (oracle.py) its engine's effective_settings.
+        requested=dict(result.get("requested") or {}),
+        effective=dict(result.get("effective") or result.get("effective_settings") or {}),
     )
 
 

@@ -66,6 +66,8 @@ class VerifyReport:
     # Per side, its own copy: {"extraction": {"requested": …, "effective": …},
     # "reference": {"effective": …}}, as each side read them back from what it ran.
     settings: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    install: dict[str, Any] | None = None  # the consumer's commands as run, seconds
+    user_path: dict[str, Any] | None = None  # verify.userpath.UserPathResult.to_json()
 
     @property
     def failures(self) -> list[TensorCheck]:
@@ -91,6 +93,8 @@ class VerifyReport:
             "layers": self.layers,
             "max_num_batched_tokens": self.max_num_batched_tokens,
             "settings": self.settings,
+            "install": self.install,
+            "user_path": self.user_path,
             "packages": [asdict(p) for p in self.packages],
             "generate_calls": [
                 {
@@ -213,6 +217,14 @@ def print_summary(report: VerifyReport, console: Console) -> None:
     if report.startup_s is not None:
         wall = report.wall_s or 0.0
         console.print(f"generator start-up {report.startup_s:.1f} s; verify wall time {wall:.1f} s")
+    if report.user_path is not None:
+        stages = ", ".join(f"{k} {v:.1f} s" for k, v in report.user_path["stage_seconds"].items())
+        hidden = report.user_path["hidden_states"]
+        console.print(
+            f"user's path {report.user_path['status']}: {stages}; "
+            f"{len(report.user_path['data_files'])} files, hidden states ({hidden['dtype']}) "
+            f"{hidden['checks']} checks, {len(hidden['failed'])} failed"
+        )
     if report.status == "passed":
         console.print("[bold green]verify-cpu passed[/]")
     else:
