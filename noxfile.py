@@ -55,11 +55,11 @@ def verify(session: nox.Session) -> None:
 
 @nox.session(python=False)
 def gpu(session: nox.Session) -> None:
-    """Extraction on a CUDA GPU with the built wheels, checked and timed (on the GPU machine).
+    """Extraction on a CUDA GPU with the built wheels: families vs two oracles, training, speed.
 
     Runs with the machine's own python (PATCHWHEEL_GPU_PYTHON, default python3: the one with
     its CUDA torch) straight from this checkout, so an air-gapped machine needs nothing else:
-    nox -s gpu -- --target vllm-0.26 --wheelhouse DIR --use-system-torch [--tp 2]
+    nox -s gpu -- --target vllm-0.26 --wheelhouse DIR --use-system-torch [--tp 2] [--stages …]
     """
     python = os.environ.get("PATCHWHEEL_GPU_PYTHON", "python3")
     src = str(Path(__file__).resolve().parent / "src")

@@ -101,37 +101,3 @@ def test_random_prompts_are_the_same_for_both_sides() -> None:
     assert [len(p) for p in first] == [16] * 4
     assert all(3 <= t < 100 for p in first for t in p)
     assert speed.prompts_of({"prompts": [[1, 2]]}) == [[1, 2]]
-
-
-def test_markdown_summary_names_gpu_errors_and_ratios() -> None:
-    data = {
-        "dtype": "bfloat16",
-        "gpu": {
-            "count": 1,
-            "name": "NVIDIA H200",
-            "sm": "sm_90",
-            "driver": "580",
-            "cuda": "13.0",
-            "torch": "2.11.0",
-        },
-        "packages": [{"distribution": "speculators", "version": "0.3.0+pw1"}],
-        "correctness": [
-            {
-                "tensor_parallel_size": 1,
-                "max_abs_error_per_layer": {"0": 0.01},
-                "checks": 40,
-                "failed": [],
-            }
-        ],
-        "throughput": {
-            "prompts": 256,
-            "prompt_len": 1024,
-            "extraction": {"tokens_per_s": 90000.0},
-            "vllm_eager": {"tokens_per_s": 100000.0},
-            "ratio_vs_eager": 0.9,
-        },
-    }
-    table = report.markdown_table(data)
-    assert "NVIDIA H200 (sm_90)" in table
-    assert "TP 1 vs transformers (bfloat16)" in table and "0: 0.01" in table
-    assert "ratio 0.9" in table and "90,000 tok/s" in table

@@ -1,21 +1,27 @@
-"""GPU verification: the built wheels on a CUDA machine, checked and timed.
+"""GPU verification: the built wheels on a CUDA machine, checked, timed and trained on.
 
     python -m patchwheel.verify.gpu --target T [--wheelhouse DIR] [--use-system-torch]
-        [--model PATH] [--tp N] [--prompts N] [--prompt-len L]      (or: nox -s gpu -- …)
+        [--tp N] [--families all|llama,qwen3,qwen3_moe,deepseek_v3]
+        [--stages correctness,training,throughput] [--profile] [--baseline-speculators WHEEL]
+        [--work-dir DIR] [--report FILE]                          (or: nox -s gpu -- …)
 
 1. Refuses clearly without a CUDA GPU (or with fewer GPUs than ``--tp``).
 2. Installs the target's built speculators and vllm wheels: from an offline wheelhouse
    (``nox -s wheelhouse``) or from ``build/<target>/simple``; with ``--use-system-torch`` into a
-   folder beside the machine's own torch (NGC-style images), else into a fresh venv. Proves
-   the built wheels are what got installed (the wheel's sha256 against the manifest, every
-   installed file against the wheel's RECORD).
-3. Runs speculators' own VllmHiddenStatesGenerator on a tiny random Llama (two ``generate``
-   calls, prompts longer than one step) at tensor parallel 1 and ``--tp``, and compares every
-   tensor with transformers on the same weights.
-4. Times extraction and vLLM's own ``LLM.generate(max_tokens=1)`` prefill on the same prompts
-   and a model big enough to load the GPU (generated unless ``--model`` is given).
-5. Writes ``build/<target>/verify-gpu.json``: GPU, compute capability, driver, CUDA, torch,
-   wheel sha256s, layers, max error per layer, tokens/s of both sides, their ratio, TP size.
+   folder beside the machine's own torch, else into a fresh venv; a later call with the same
+   ``--work-dir`` and the same wheels reuses that install. Proves the built wheels are what got
+   installed (sha256 against the manifest, every installed file against the wheel's RECORD).
+3. ``correctness`` (:mod:`.correctness`): per model family (:mod:`patchwheel.verify.families`),
+   speculators' own VllmHiddenStatesGenerator at its GPU default against transformers and
+   against the vLLM oracle (:mod:`patchwheel.verify.oracle`), at TP ``--tp``; every side's
+   effective engine settings recorded; a generator that does not accept a setting fails.
+4. ``training`` (:mod:`.training`): a few optimizer steps of speculators' EAGLE-3 trainer on
+   the files step 3 extracted; the loss must be finite and decrease.
+5. ``throughput`` (:mod:`.throughput`): extraction vs ``LLM.generate`` compiled default and
+   eager on a ~1 B-parameter model; start-up timed the same way on every side; ``--profile``
+   adds where the driver's time goes; ``--baseline-speculators`` times a "before" wheel too.
+6. Writes ``verify-gpu.json`` (only fields the code writes, schema-checked; the stages of
+   earlier calls on the same build are kept) and ``verify-gpu.md`` beside it.
 
 Only the standard library, rich, torch and transformers are imported here, so the module runs
 on an air-gapped GPU machine from a plain checkout (``PYTHONPATH=src``). No GPU architecture is

@@ -1,66 +1,276 @@
-"""Extraction at a tensor-parallel size on the tiny model, compared with transformers."""
+"""One model family at one tensor-parallel size: speculators' extraction against both oracles.
+
+Per family the same seeded model (:mod:`patchwheel.verify.families`) and the same prompts
+(the verify plan's two calls plus a call of long prompts, every one longer than a step) go
+through three sides, each in its own process:
+
+- extraction: speculators' VllmHiddenStatesGenerator at its GPU default (compiled, CUDA
+  graphs), ``enforce_eager`` passed explicitly (``gpu/extract_gpu.py``);
+- the vLLM oracle: the same layers hooked in a plain ``vllm.LLM`` (``verify/oracle.py``);
+- transformers: the residual stream of the same weights (in this process, on the CPU).
+
+Verdict: extraction must be within tolerance of the vLLM oracle, and of transformers unless
+vLLM itself disagrees with transformers on that family (the oracle vs transformers comparison
+fails); then that disagreement is recorded and the vLLM oracle alone is required. A generator
+that does not accept a requested setting fails the family; each side's effective settings are
+read from its own engine.
+"""
 
 from __future__ import annotations
 
 import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from patchwheel.verify.compare import TensorCheck, max_error_per_layer
-from patchwheel.verify.extraction import (
-    EXTRACT_SCRIPT,
-    compare_with_reference,
-    load_extraction,
-    run_script,
-)
+from patchwheel.errors import VerifyError
+from patchwheel.verify.compare import Extracted, TensorCheck, compare_call, max_error_per_layer
+from patchwheel.verify.extraction import EXTRACT_SCRIPT, load_extraction, run_script
+from patchwheel.verify.families import FamilySpec, make_family_model, read_card
 from patchwheel.verify.gpu.install import Runtime
 from patchwheel.verify.gpu.options import GpuOptions
-from patchwheel.verify.model import make_tiny_llama
-from patchwheel.verify.plan import VerifyPlan, write_request
+from patchwheel.verify.plan import DEFAULT_CALLS, VerifyPlan
+from patchwheel.verify.reference import load_reference_model, residual_stream
 
-TIMEOUT_S = 1200
+EXTRACT_GPU_SCRIPT = Path(__file__).with_name("extract_gpu.py")
+ORACLE_SCRIPT = EXTRACT_SCRIPT.with_name("oracle.py")
+TIMEOUT_S = 600
+LAYERS = (0, 1, 2, 3)  # every layer of the 4-layer family models
+# Long prompts: every one spans several 256-token steps, whatever a platform does to the budget.
+LONG_CALL = (1499, 999, 699, 299)
+MAX_NUM_SEQS = 32  # speculators' generator schedules at most 32 sequences a step
+
+Calls = list[list[list[int]]]
+Reference = list[list[list[Any]]]  # [call][prompt][layer] tensors
 
 
-def check_extraction(
-    options: GpuOptions, runtime: Runtime, tp: int, console: Console
+@dataclass(frozen=True)
+class Side:
+    """What one side (extraction or the vLLM oracle) returned, as read back."""
+
+    results: list[list[Extracted]]
+    info: dict[str, Any]
+    wall_s: float
+
+
+def family_plan(spec: FamilySpec, dtype: str) -> VerifyPlan:
+    """The verify plan's prompts (plus the long call) and step budget, every layer."""
+    return VerifyPlan(
+        dtype=dtype,
+        layer_ids=LAYERS,
+        calls=(*DEFAULT_CALLS, LONG_CALL),
+        spec=spec.tokenizer_spec,
+        gpu_memory_utilization=0.3,
+    )
+
+
+def requested_settings(plan: VerifyPlan, tp: int) -> dict[str, Any]:
+    """The settings both vLLM sides are asked for (each records what its engine used)."""
+    return {
+        "dtype": plan.dtype,
+        "max_model_len": plan.max_model_len,
+        "max_num_batched_tokens": plan.max_num_batched_tokens,
+        "max_num_seqs": MAX_NUM_SEQS,
+        "gpu_memory_utilization": plan.gpu_memory_utilization,
+        "tensor_parallel_size": tp,
+    }
+
+
+def check_family(
+    options: GpuOptions, runtime: Runtime, family: str, tp: int, console: Console
 ) -> dict[str, Any]:
-    """Extraction at tensor parallel ``tp`` on the tiny model, compared with transformers."""
-    plan = VerifyPlan(dtype=options.dtype, gpu_memory_utilization=0.3)
-    model_dir = make_tiny_llama(plan.spec, options.work_dir / "model")
+    """Extraction of one family at TP ``tp`` against transformers and the vLLM oracle."""
+    spec = FamilySpec(family)
+    plan = family_plan(spec, options.dtype)
+    root = options.work_dir / "families" / family
+    with console.status(f"{family}: generating the seeded model"):
+        model_dir = make_family_model(spec, root / "model")
     calls = plan.prompts(model_dir)
-    out_dir = options.work_dir / f"extract-tp{tp}"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    request = out_dir / "request.json"
-    write_request(plan, model_dir, calls, request)
-    data = json.loads(request.read_text("utf-8"))
-    data["generator"]["tensor_parallel_size"] = tp
-    request.write_text(json.dumps(data), "utf-8")
-    with console.status(f"extracting on the GPU (tensor parallel {tp})"):
+    settings = requested_settings(plan, tp)
+    extraction_kwargs = {
+        **{k: v for k, v in settings.items() if k != "max_num_seqs"},
+        "enforce_eager": options.extraction_eager,
+    }
+    extraction = _run_side(
+        runtime,
+        EXTRACT_GPU_SCRIPT,
+        {
+            "model_dir": str(model_dir),
+            "layer_ids": list(LAYERS),
+            "generator": extraction_kwargs,
+            "calls": calls,
+        },
+        root / f"extraction-tp{tp}",
+        calls,
+        f"{family} extraction at tensor parallel {tp}",
+        console,
+    )
+    unsupported = extraction.info.get("unsupported_generator_kwargs") or []
+    if unsupported:
+        raise VerifyError(
+            f"{family}: speculators' VllmHiddenStatesGenerator does not accept "
+            f"{', '.join(unsupported)}: the extraction would have run without these settings "
+            "(is the series missing the patch that adds them?)"
+        )
+    oracle = _run_side(
+        runtime,
+        ORACLE_SCRIPT,
+        {
+            "model_dir": str(model_dir),
+            "layer_ids": list(LAYERS),
+            "calls": calls,
+            "settings": settings,
+        },
+        root / f"oracle-tp{tp}",
+        calls,
+        f"{family} vLLM oracle at tensor parallel {tp}",
+        console,
+    )
+    with console.status(f"{family}: transformers reference"):
+        reference = transformers_reference(plan, model_dir, calls)
+    vs_oracle = summary(compare_all(plan, calls, extraction.results, as_reference(oracle.results)))
+    vs_oracle.update(identical(extraction.results, oracle.results))
+    disagreement = summary(compare_all(plan, calls, oracle.results, reference))
+    vs_transformers = summary(compare_all(plan, calls, extraction.results, reference))
+    transformers_required = bool(disagreement["passed"])
+    vs_transformers["role"] = (
+        "required" if transformers_required else "recorded: vLLM itself disagrees with transformers"
+    )
+    passed = bool(vs_oracle["passed"]) and (vs_transformers["passed"] or not transformers_required)
+    card = read_card(model_dir)
+    return {
+        "family": family,
+        "tensor_parallel_size": tp,
+        "passed": passed,
+        "model": {
+            "architecture": card["architecture"],
+            "weights_sha256": card["weights_sha256"],
+            "num_parameters": card["num_parameters"],
+            "config": card["config"],
+        },
+        "layers": list(LAYERS),
+        "calls": [[len(p) for p in prompts] for prompts in calls],
+        "requested_settings": settings,
+        "extraction": _side_record(extraction, requested={**extraction_kwargs}),
+        "vllm_oracle": _side_record(oracle, requested={**settings, "enforce_eager": True}),
+        "extraction_vs_vllm_oracle": vs_oracle,
+        "extraction_vs_transformers": vs_transformers,
+        "vllm_oracle_vs_transformers": disagreement,
+    }
+
+
+def _side_record(side: Side, requested: dict[str, Any]) -> dict[str, Any]:
+    info = side.info
+    effective = info.get("effective_settings")
+    record: dict[str, Any] = {
+        "requested_settings": requested,
+        "effective_settings": effective,
+        "workers": info.get("workers"),
+        "startup_s": round(float(info["startup_seconds"]), 2),
+        "generate_s": [round(float(c["seconds"]), 3) for c in info["calls"]],
+        "process_wall_s": round(side.wall_s, 1),
+    }
+    if "workers_error" in info:
+        record["workers_error"] = info["workers_error"]
+    if any("stats" in c for c in info["calls"]):
+        record["steps"] = [c.get("stats") for c in info["calls"]]
+        record["rank_differences"] = [c.get("ranks") for c in info["calls"]]
+    if effective is not None:
+        record["settings_not_honoured"] = settings_not_honoured(requested, effective)
+    return record
+
+
+def settings_not_honoured(requested: dict[str, Any], effective: dict[str, Any]) -> dict[str, Any]:
+    """Requested settings the engine runs with another value: name -> [asked, got]."""
+    keys = ("max_num_batched_tokens", "tensor_parallel_size", "dtype", "enforce_eager")
+    return {
+        k: [requested[k], effective.get(k)]
+        for k in keys
+        if requested.get(k) is not None and effective.get(k) != requested[k]
+    }
+
+
+def _run_side(
+    runtime: Runtime,
+    script: Path,
+    request: dict[str, Any],
+    out_dir: Path,
+    calls: Calls,
+    label: str,
+    console: Console,
+) -> Side:
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+    request_path = out_dir / "request.json"
+    request_path.write_text(json.dumps(request), encoding="utf-8")
+    with console.status(label):
         wall, log = run_script(
             runtime.python,
-            EXTRACT_SCRIPT,
-            request,
+            script,
+            request_path,
             out_dir,
             env=runtime.env,
             timeout_s=TIMEOUT_S,
-            label=f"extraction at tensor parallel {tp}",
+            label=label,
         )
     extraction = load_extraction(out_dir, calls, wall, log)
-    checks: list[TensorCheck]
-    checks, reference = compare_with_reference(plan, model_dir, calls, extraction)
+    info: dict[str, Any] = json.loads((out_dir / "result.json").read_text(encoding="utf-8"))
+    console.print(f"{label}: {wall:.0f} s")
+    return Side(results=extraction.results, info=info, wall_s=wall)
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+def transformers_reference(plan: VerifyPlan, model_dir: Path, calls: Calls) -> Reference:
+    """The residual stream of every call's prompts, computed by transformers."""
+    model = load_reference_model(model_dir, plan.dtype)
+    return [residual_stream(model, prompts, plan.layer_ids) for prompts in calls]
+
+
+def as_reference(results: list[list[Extracted]]) -> Reference:
+    """A side's rows in the shape compare_call takes as the reference."""
+    return [[list(r.hidden_states) for r in call] for call in results]
+
+
+def compare_all(
+    plan: VerifyPlan, calls: Calls, got: list[list[Extracted]], reference: Reference
+) -> list[TensorCheck]:
+    """Every (call, prompt, layer) of ``got`` against ``reference``, compare.py's rules."""
+    checks: list[TensorCheck] = []
+    for c, prompts in enumerate(calls):
+        checks.extend(compare_call(c, prompts, got[c], reference[c], plan.layer_ids, plan.dtype))
+    return checks
+
+
+def summary(checks: list[TensorCheck]) -> dict[str, Any]:
+    """Max abs error per layer, the worst error / tolerance ratio, the first failures."""
     failures = [c for c in checks if not c.ok]
+    ratios = [
+        c.max_abs_error / c.tolerance for c in checks if c.max_abs_error is not None and c.tolerance
+    ]
     return {
-        "tensor_parallel_size": tp,
-        "calls": [[len(p) for p in prompts] for prompts in calls],
-        "max_num_batched_tokens": plan.max_num_batched_tokens,
-        "layers": list(plan.layer_ids),
-        "max_abs_error_per_layer": {str(k): v for k, v in max_error_per_layer(checks).items()},
+        "passed": not failures,
         "checks": len(checks),
-        "failed": [c.describe() for c in failures[:20]],
-        "wall_s": round(wall, 1),
-        "settings": {
-            "extraction": {"requested": extraction.requested, "effective": extraction.effective},
-            "reference": {"effective": reference},
-        },
+        "failures": len(failures),
+        "max_abs_error_per_layer": {str(k): v for k, v in max_error_per_layer(checks).items()},
+        "worst_error_over_tolerance": max(ratios) if ratios else None,
+        "first_failures": [c.describe() for c in failures[:5]],
     }
+
+
+def identical(a: list[list[Extracted]], b: list[list[Extracted]]) -> dict[str, int]:
+    """How many tensors of ``a`` equal ``b``'s bit for bit."""
+    import torch
+
+    same = total = 0
+    for call_a, call_b in zip(a, b, strict=True):
+        for ra, rb in zip(call_a, call_b, strict=True):
+            for ta, tb in zip(ra.hidden_states, rb.hidden_states, strict=True):
+                total += 1
+                same += int(ta.shape == tb.shape and torch.equal(ta, tb))
+    return {"bitwise_identical": same, "tensors": total}

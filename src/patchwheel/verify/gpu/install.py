@@ -5,6 +5,8 @@ what got installed (sha256 against the manifest, every file against the wheel's 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -85,6 +87,12 @@ def prepare_runtime(options: GpuOptions, wheels: list[BuiltWheel], console: Cons
             ).stdout.strip()
         )
         target_args = []
+    marker = work / "installed.json"
+    wanted = _install_key(options, wheels)
+    if _read_json(marker) == wanted and site.is_dir():
+        console.print(f"reusing the install in {site} (same wheels, same sources)")
+        return Runtime(python=python, env=env, site=site)
+    marker.unlink(missing_ok=True)
     if options.wheelhouse is not None:
         sources = [
             "--no-index",
@@ -112,7 +120,65 @@ def prepare_runtime(options: GpuOptions, wheels: list[BuiltWheel], console: Cons
             log,
             "install the wheels",
         )
+    marker.write_text(json.dumps(wanted, indent=2), encoding="utf-8")
     return Runtime(python=python, env=env, site=site)
+
+
+def install_baseline(options: GpuOptions, runtime: Runtime, console: Console) -> Runtime:
+    """The runtime with ``--baseline-speculators`` in front of the built speculators (its own
+    folder first on PYTHONPATH; vllm and everything else as installed)."""
+    wheel = options.baseline_speculators
+    if wheel is None:
+        raise VerifyError("no --baseline-speculators wheel given")
+    site = options.work_dir / "baseline-site"
+    marker = options.work_dir / "baseline-installed.json"
+    wanted = {"wheel": wheel.name, "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest()}
+    if not (_read_json(marker) == wanted and site.is_dir()):
+        marker.unlink(missing_ok=True)
+        with console.status(f"installing the baseline {wheel.name}"):
+            _run(
+                [
+                    runtime.python,
+                    "-m",
+                    "pip",
+                    "install",
+                    "--no-compile",
+                    "--no-deps",
+                    "--disable-pip-version-check",
+                    "--upgrade",
+                    "--target",
+                    str(site),
+                    str(wheel),
+                ],
+                options.work_dir / "install.log",
+                f"install the baseline speculators {wheel}",
+            )
+        marker.write_text(json.dumps(wanted), encoding="utf-8")
+    env = dict(runtime.env)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
+    return Runtime(python=runtime.python, env=env, site=site)
+
+
+def _install_key(options: GpuOptions, wheels: list[BuiltWheel]) -> dict[str, Any]:
+    """What an install is made of: reused only when all of it is the same."""
+    requirements = (
+        options.wheelhouse / "requirements.txt" if options.wheelhouse is not None else None
+    )
+    return {
+        "wheels": sorted(f"{w.filename} {w.sha256}" for w in wheels),
+        "wheelhouse": str(options.wheelhouse) if options.wheelhouse else None,
+        "requirements": requirements.read_text("utf-8")
+        if requirements is not None and requirements.is_file()
+        else None,
+        "system_torch": options.use_system_torch,
+    }
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def installed_packages(runtime: Runtime, wheels: list[BuiltWheel]) -> list[dict[str, Any]]:

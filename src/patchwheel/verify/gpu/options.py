@@ -9,9 +9,13 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchwheel.errors import VerifyError
 from patchwheel.verify.compare import RTOL
+from patchwheel.verify.families import FAMILIES, parse_families
 from patchwheel.verify.gpu.report import REPORT_NAME
 from patchwheel.workspace import Workspace
+
+STAGES = ("correctness", "training", "throughput")
 
 
 @dataclass(frozen=True)
@@ -31,8 +35,13 @@ class GpuOptions:
     repeats: int = 2
     throughput: bool = True
     baseline_modes: tuple[str, ...] = ("eager", "default")
-    tp_throughput: bool = True
     max_num_batched_tokens: int = 16384
+    families: tuple[str, ...] = FAMILIES
+    stages: tuple[str, ...] = STAGES
+    extraction_eager: bool = False
+    profile: bool = False
+    baseline_speculators: Path | None = None
+    train_epochs: int = 4
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,7 +56,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="install beside this python's own torch (a folder on PYTHONPATH), not in a venv",
     )
     parser.add_argument("--model", type=Path, help="throughput model (default: generated)")
-    parser.add_argument("--tp", type=int, default=1, help="also verify at this TP size")
+    parser.add_argument(
+        "--tp", type=int, default=1, help="tensor-parallel size of every check and timing"
+    )
+    parser.add_argument(
+        "--families",
+        default="all",
+        help=f"model families to check, comma-separated ({', '.join(FAMILIES)}) or all",
+    )
+    parser.add_argument(
+        "--stages",
+        default=",".join(STAGES),
+        help="what this call runs, comma-separated: correctness, training, throughput; a report "
+        "at the same path from the same build keeps the other stages' results",
+    )
+    parser.add_argument(
+        "--extraction-eager",
+        action="store_true",
+        help="check the extraction with enforce_eager=True (default: compiled, its GPU default)",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="profile one more pass of each throughput side (torch.profiler, host timers)",
+    )
+    parser.add_argument(
+        "--baseline-speculators",
+        type=Path,
+        help="a speculators wheel to time and profile as 'before' (e.g. the series without "
+        "its speed patches)",
+    )
+    parser.add_argument("--train-epochs", type=int, default=4)
     parser.add_argument("--prompts", type=int, default=256)
     parser.add_argument("--prompt-len", type=int, default=1024)
     parser.add_argument("--dtype", default="bfloat16", choices=sorted(RTOL))
@@ -58,11 +97,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="eager,default",
         help="vLLM LLM.generate modes to time: eager (same mode as the extraction) and/or "
         "default (torch.compile + CUDA graphs)",
-    )
-    parser.add_argument(
-        "--no-tp-throughput",
-        action="store_true",
-        help="time extraction at --tp only for correctness",
     )
     parser.add_argument("--report", type=Path, help="default: build/<target>/verify-gpu.json")
     parser.add_argument("--work-dir", type=Path, help="default: build/.work/<target>/verify-gpu")
@@ -87,12 +121,53 @@ def options_from(args: argparse.Namespace, workspace: Workspace) -> GpuOptions:
         wheelhouse=args.wheelhouse,
         use_system_torch=args.use_system_torch,
         model=args.model,
-        tp=args.tp,
+        tp=_positive("--tp", args.tp),
         prompts=args.prompts,
         prompt_len=args.prompt_len,
         dtype=args.dtype,
         repeats=args.repeats,
         throughput=not args.no_throughput,
-        baseline_modes=tuple(m for m in args.baselines.split(",") if m),
-        tp_throughput=not args.no_tp_throughput,
+        baseline_modes=_modes(args.baselines),
+        families=parse_families(args.families),
+        stages=_stages(args.stages),
+        extraction_eager=args.extraction_eager,
+        profile=args.profile,
+        baseline_speculators=_wheel(args.baseline_speculators),
+        train_epochs=_positive("--train-epochs", args.train_epochs),
     )
+
+
+def _positive(name: str, value: int) -> int:
+    if value < 1:
+        raise VerifyError(f"{name} {value}: must be at least 1")
+    return value
+
+
+def _modes(text: str) -> tuple[str, ...]:
+    modes = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+    wrong = [m for m in modes if m not in ("eager", "default")]
+    if wrong or not modes:
+        raise VerifyError(f"--baselines {text!r}: choose from eager, default (comma-separated)")
+    return modes
+
+
+def _stages(text: str) -> tuple[str, ...]:
+    stages = tuple(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
+    wrong = [s for s in stages if s not in STAGES]
+    if wrong or not stages:
+        raise VerifyError(
+            f"--stages {text!r}: unknown {', '.join(wrong) or '(empty)'}; choose from "
+            f"{', '.join(STAGES)} (comma-separated)"
+        )
+    return stages
+
+
+def _wheel(path: Path | None) -> Path | None:
+    if path is None:
+        return None
+    if not path.is_file() or not path.name.endswith(".whl") or "speculators" not in path.name:
+        raise VerifyError(
+            f"--baseline-speculators {path}: not a speculators wheel file (build the series "
+            "without its speed patches with `nox -s build` and pass the .whl)"
+        )
+    return path.resolve()

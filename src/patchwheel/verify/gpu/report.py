@@ -1,7 +1,16 @@
-"""``verify-gpu.json``: what the GPU session measured, and its Markdown summary."""
+"""``verify-gpu.json``: what the GPU session measured (only fields this code writes, checked
+against one schema), and ``verify-gpu.md``, its human-readable summary beside it.
+
+One report may gather several calls of the session on the same build (``--stages``: e.g. the
+families and training in one call, the timings in the next, as a device's time limit per call
+requires): a call keeps the blocks of the stages it does not run, and the families it does
+not check again, from a report at the same path of the same target, inputs hash, TP size,
+dtype and installed wheels, and lists itself under ``runs``.
+"""
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -9,8 +18,49 @@ from pathlib import Path
 from typing import Any
 
 from patchwheel import atomic
+from patchwheel.errors import VerifyError
+from patchwheel.verify.families import FAMILIES
 
 REPORT_NAME = "verify-gpu.json"
+SUMMARY_NAME = "verify-gpu.md"
+SCHEMA = 2
+KEYS = frozenset(
+    {
+        "schema",
+        "kind",
+        "target",
+        "inputs",
+        "status",
+        "date",
+        "machine",
+        "packages",
+        "dtype",
+        "rtol",
+        "tensor_parallel_size",
+        "families",
+        "training",
+        "throughput",
+        "runs",
+        "error",
+    }
+)
+FAMILY_KEYS = frozenset(
+    {
+        "family",
+        "tensor_parallel_size",
+        "passed",
+        "model",
+        "layers",
+        "calls",
+        "requested_settings",
+        "extraction",
+        "vllm_oracle",
+        "extraction_vs_vllm_oracle",
+        "extraction_vs_transformers",
+        "vllm_oracle_vs_transformers",
+    }
+)
+PROFILE_COLUMNS = ("step_host", "rpc_wait", "record", "copies", "synchronisation", "scheduler")
 
 
 @dataclass
@@ -19,77 +69,247 @@ class GpuReport:
 
     target: str
     inputs: str | None = None  # the inputs hash of the build verified (manifest.json)
-    status: str = "crashed"
-    gpu: dict[str, Any] = field(default_factory=dict)
+    machine: dict[str, Any] = field(default_factory=dict)
     packages: list[dict[str, Any]] = field(default_factory=list)
     dtype: str = "bfloat16"
     rtol: float = 0.0
-    layers: list[int] = field(default_factory=list)
-    correctness: list[dict[str, Any]] = field(default_factory=list)
+    tensor_parallel_size: int = 1
+    families: list[dict[str, Any]] = field(default_factory=list)
+    training: dict[str, Any] = field(default_factory=dict)
     throughput: dict[str, Any] = field(default_factory=dict)
+    runs: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
-    wall_s: float = 0.0
     date: str = field(default_factory=lambda: datetime.now(UTC).strftime("%Y-%m-%d"))
+
+    @property
+    def status(self) -> str:
+        """passed, failed (a check failed or a stage errored) or incomplete (a family, the
+        training or the throughput not run yet)."""
+        if self.error is not None or any(not f["passed"] for f in self.families):
+            return "failed"
+        if self.training and not self.training.get("passed"):
+            return "failed"
+        if self.throughput and "error" in self.throughput:
+            return "failed"
+        checked = {f["family"] for f in self.families}
+        if not set(FAMILIES) <= checked or not self.training or not self.throughput:
+            return "incomplete"
+        return "passed"
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON data."""
         return {
-            "schema": 1,
+            "schema": SCHEMA,
             "kind": "verify-gpu",
             "target": self.target,
             "inputs": self.inputs,
             "status": self.status,
-            "passed": self.status == "passed",
             "date": self.date,
-            "gpu": self.gpu,
+            "machine": self.machine,
             "packages": self.packages,
             "dtype": self.dtype,
             "rtol": self.rtol,
-            "layers": self.layers,
-            "correctness": self.correctness,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "families": self.families,
+            "training": self.training,
             "throughput": self.throughput,
+            "runs": self.runs,
             "error": self.error,
-            "wall_s": round(self.wall_s, 1),
         }
+
+    def keep_from(
+        self, path: Path, stages: tuple[str, ...], rerun_families: tuple[str, ...] = ()
+    ) -> None:
+        """Take the other stages' blocks, the families not checked again and the runs from an
+        earlier report of the same build."""
+        try:
+            old = json.loads(path.read_text("utf-8"))
+        except (OSError, ValueError):
+            return
+        if not isinstance(old, dict) or old.get("schema") != SCHEMA:
+            return
+        same = (
+            old.get("target") == self.target
+            and old.get("inputs") == self.inputs
+            and old.get("tensor_parallel_size") == self.tensor_parallel_size
+            and old.get("dtype") == self.dtype
+            and _shas(old.get("packages")) == _shas(self.packages)
+        )
+        if not same:
+            return
+        # Families: every earlier one this call does not check again (a call that ran out of
+        # time leaves the rest to the next).
+        self.families = [
+            f for f in old.get("families") or [] if f.get("family") not in rerun_families
+        ]
+        if "training" not in stages:
+            self.training = dict(old.get("training") or {})
+        if "throughput" not in stages:
+            self.throughput = dict(old.get("throughput") or {})
+        self.runs = [*list(old.get("runs") or []), *self.runs]
+
+
+def _shas(packages: object) -> list[str]:
+    if not isinstance(packages, list):
+        return []
+    return sorted(str(p.get("sha256")) for p in packages if isinstance(p, dict))
+
+
+def check_schema(data: dict[str, Any]) -> None:
+    """Refuse a report with a key this code does not write (or without one it does)."""
+    problems = []
+    if set(data) != KEYS:
+        problems.append(
+            f"top level: extra {sorted(set(data) - KEYS)}, missing {sorted(KEYS - set(data))}"
+        )
+    for i, family in enumerate(data.get("families") or []):
+        if set(family) != FAMILY_KEYS:
+            problems.append(
+                f"families[{i}]: extra {sorted(set(family) - FAMILY_KEYS)}, "
+                f"missing {sorted(FAMILY_KEYS - set(family))}"
+            )
+    if problems:
+        raise VerifyError("verify-gpu.json does not follow its schema: " + "; ".join(problems))
 
 
 def write_report(report: GpuReport, path: Path, started: float) -> None:
-    """Write verify-gpu.json (atomically), with the wall time since ``started``."""
-    report.wall_s = time.monotonic() - started
+    """Write verify-gpu.json and verify-gpu.md beside it (atomically, schema-checked)."""
+    if report.runs:
+        report.runs[-1]["wall_s"] = round(time.monotonic() - started, 1)
+    data = report.to_json()
+    check_schema(data)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic.write_json(path, report.to_json())
+    atomic.write_json(path, data)
+    atomic.write_text(path.with_name(SUMMARY_NAME), markdown_summary(data))
 
 
-def markdown_table(data: dict[str, Any]) -> str:
-    """A short Markdown summary of a verify-gpu.json (for the README)."""
-    gpu = data["gpu"]
-    rows = [
+# --------------------------------------------------------------------------- the summary
+
+
+def _errors(per_layer: dict[str, float]) -> str:
+    return ", ".join(f"{k}: {v:.2g}" for k, v in per_layer.items()) or "-"
+
+
+def markdown_summary(data: dict[str, Any]) -> str:
+    """A human-readable Markdown summary of a verify-gpu.json."""
+    machine = data["machine"]
+    gpu = machine.get("gpu") or {}
+    versions = machine.get("versions") or {}
+    lines = [
+        f"# verify-gpu: {data['target']} ({data['status']})",
+        "",
+        f"{data['date']}, build inputs `{data['inputs']}`, tensor parallel "
+        f"{data['tensor_parallel_size']}, {data['dtype']} (tolerance {data['rtol']:.3g} x the "
+        "tensor's largest magnitude). Written by `python -m patchwheel.verify.gpu`.",
+        "",
+        "## Machine",
+        "",
         "| | |",
         "| --- | --- |",
-        f"| GPU | {gpu.get('count')} x {gpu.get('name')} ({gpu.get('sm')}), driver "
-        f"{gpu.get('driver')}, CUDA {gpu.get('cuda')}, torch {gpu.get('torch')} |",
-        "| wheels | "
-        + ", ".join(f"{p['distribution']} {p['version']}" for p in data["packages"])
-        + " |",
+        f"| GPU | {gpu.get('count')} x {gpu.get('name')} ({gpu.get('sm')}, "
+        f"{gpu.get('memory_gib')} GiB) |",
+        f"| driver, CUDA | {gpu.get('driver')}, CUDA {gpu.get('cuda')} |",
+        "| versions | " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) + " |",
     ]
-    for result in data["correctness"]:
-        errors = ", ".join(f"{k}: {v:.2g}" for k, v in result["max_abs_error_per_layer"].items())
-        rows.append(
-            f"| TP {result['tensor_parallel_size']} vs transformers ({data['dtype']}) | "
-            f"max abs error per layer {errors}; {result['checks']} tensors, "
-            f"{len(result['failed'])} failed |"
-        )
+    for p in data["packages"]:
+        lines.append(f"| {p['filename']} | sha256 `{p['sha256']}` |")
+    if data["families"]:
+        lines += [
+            "",
+            "## Model families (max abs error per layer)",
+            "",
+            "| family | TP | vs vLLM oracle | bitwise | vs transformers | vLLM vs transformers "
+            "| extraction engine | passed |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for f in data["families"]:
+            ora = f["extraction_vs_vllm_oracle"]
+            tra = f["extraction_vs_transformers"]
+            dis = f["vllm_oracle_vs_transformers"]
+            eff = f["extraction"].get("effective_settings") or {}
+            workers = f["extraction"].get("workers") or [{}]
+            engine = (
+                f"{', '.join(workers[0].get('attention', []))}; "
+                f"compilation {eff.get('compilation_mode')}, cudagraphs "
+                f"{eff.get('cudagraph_mode')}, {eff.get('max_num_batched_tokens')}-token steps"
+            )
+            lines.append(
+                f"| {f['family']} | {f['tensor_parallel_size']} | "
+                f"{_errors(ora['max_abs_error_per_layer'])} ({ora['failures']} failed) | "
+                f"{ora['bitwise_identical']}/{ora['tensors']} | "
+                f"{_errors(tra['max_abs_error_per_layer'])} ({tra['failures']} failed; "
+                f"{tra.get('role')}) | {_errors(dis['max_abs_error_per_layer'])} | {engine} | "
+                f"{'yes' if f['passed'] else 'NO'} |"
+            )
+    training = data.get("training") or {}
+    if training:
+        lines += ["", "## Training (speculators' EAGLE-3 trainer on the extracted files)", ""]
+        if "error" in training:
+            lines.append(f"error: {training['error']}")
+        else:
+            lines.append(
+                f"{training.get('steps')} optimizer steps on {training.get('device_name')}: "
+                f"loss {training.get('loss_before'):.4g} -> {training.get('loss_after'):.4g} "
+                f"({'decreased' if training.get('passed') else 'DID NOT DECREASE'})"
+            )
     thr = data.get("throughput") or {}
     if thr:
-        rows.append(
-            f"| throughput ({thr['prompts']} x {thr['prompt_len']} tokens) | extraction "
-            f"{thr['extraction']['tokens_per_s']:,.0f} tok/s; "
-            + "; ".join(
-                f"LLM.generate {m} {thr[f'vllm_{m}']['tokens_per_s']:,.0f} tok/s "
-                f"(ratio {thr[f'ratio_vs_{m}']})"
-                for m in ("eager", "default")
-                if f"vllm_{m}" in thr
-            )
-            + " |"
+        lines += _throughput_lines(thr)
+    if data.get("error"):
+        lines += ["", f"**error:** {data['error']}"]
+    lines += ["", "## Runs", ""]
+    for run in data["runs"]:
+        lines.append(
+            f"- {run.get('started')}: stages {', '.join(run.get('stages', []))}, "
+            f"{run.get('wall_s')} s"
         )
-    return "\n".join(rows) + "\n"
+    return "\n".join(lines) + "\n"
+
+
+def _throughput_lines(thr: dict[str, Any]) -> list[str]:
+    if "error" in thr:
+        return ["", "## Throughput", "", f"error: {thr['error']}"]
+    lines = [
+        "",
+        f"## Throughput ({thr['prompts']} x {thr['prompt_len']} tokens, {thr['model']})",
+        "",
+        f"Start-up: {thr.get('startup_definition')}.",
+        "",
+        "| side | tokens/s | ratio vs compiled default | start-up s | effective settings |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    base = (thr["sides"].get("vllm-default") or {}).get("tokens_per_s")
+    for name, side in thr["sides"].items():
+        eff = side.get("effective_settings") or {}
+        ratio = f"{side['tokens_per_s'] / base:.3f}" if base else "-"
+        lines.append(
+            f"| {name} | {side['tokens_per_s']:,.0f} | {ratio} | {side['startup_s']:.1f} | "
+            f"eager {eff.get('enforce_eager')}, compilation {eff.get('compilation_mode')}, "
+            f"cudagraphs {eff.get('cudagraph_mode')}, prefix caching "
+            f"{eff.get('prefix_caching')}, {eff.get('max_num_batched_tokens')}-token steps |"
+        )
+    goal = thr.get("goal")
+    if goal:
+        lines += [
+            "",
+            f"Goal: extraction >= {goal['min_ratio']} x compiled default: ratio "
+            f"{goal['ratio']} ({'met' if goal['met'] else 'NOT met'}).",
+        ]
+    profiles = {n: s["profile"] for n, s in thr["sides"].items() if s.get("profile")}
+    if profiles:
+        lines += [
+            "",
+            "### Where the time goes (driver process, one profiled pass; seconds)",
+            "",
+            "| side | pass | start-up phases | " + " | ".join(PROFILE_COLUMNS) + " |",
+            "| --- | --- | --- | " + " | ".join("---" for _ in PROFILE_COLUMNS) + " |",
+        ]
+        for name, prof in profiles.items():
+            cats = prof.get("categories_s", {})
+            phases = ", ".join(f"{k} {v:.1f}" for k, v in prof.get("startup_phases_s", {}).items())
+            lines.append(
+                f"| {name} | {prof.get('pass_s', 0.0):.2f} | {phases} | "
+                + " | ".join(f"{cats.get(c, 0.0):.2f}" for c in PROFILE_COLUMNS)
+                + " |"
+            )
+    return lines

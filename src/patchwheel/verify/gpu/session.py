@@ -1,11 +1,16 @@
-"""The GPU session: install, check at tensor parallel 1 and ``--tp``, time, report (see the
-package doc); ``run`` prints its outcome, ``main`` is ``python -m patchwheel.verify.gpu``.
+"""The GPU session: install (or reuse the install), then the stages this call runs
+(``--stages``: correctness per family against both oracles, training, throughput), and the
+report (see the package doc); ``run`` prints its outcome, ``main`` is
+``python -m patchwheel.verify.gpu``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
@@ -13,24 +18,31 @@ from rich.markup import escape
 
 from patchwheel.errors import VerifyError
 from patchwheel.verify.compare import RTOL
-from patchwheel.verify.gpu.correctness import check_extraction
-from patchwheel.verify.gpu.install import gpu_wheels, installed_packages, prepare_runtime
+from patchwheel.verify.gpu.correctness import check_family
+from patchwheel.verify.gpu.install import (
+    Runtime,
+    gpu_wheels,
+    install_baseline,
+    installed_packages,
+    prepare_runtime,
+)
 from patchwheel.verify.gpu.machine import gpu_facts
 from patchwheel.verify.gpu.options import GpuOptions, add_arguments, options_from
 from patchwheel.verify.gpu.report import GpuReport, write_report
 from patchwheel.verify.gpu.throughput import measure_throughput
+from patchwheel.verify.gpu.training import train_draft
 from patchwheel.verify.install import built_inputs
-from patchwheel.verify.plan import VerifyPlan
 from patchwheel.workspace import Workspace
 
 DESCRIPTION = "GPU verification: the built wheels on a CUDA machine, checked and timed."
+VERSIONS = ("torch", "transformers", "vllm", "speculators", "triton", "flashinfer-python")
 
 
 # --------------------------------------------------------------------------- the whole run
 
 
 def verify_gpu(options: GpuOptions, console: Console | None = None) -> GpuReport:
-    """Run the GPU verification; write the report; raise VerifyError on any failure."""
+    """Run the stages; write the report after each; raise VerifyError on any failure."""
     console = console or Console(stderr=True, soft_wrap=True)
     started = time.monotonic()
     report = GpuReport(
@@ -38,47 +50,133 @@ def verify_gpu(options: GpuOptions, console: Console | None = None) -> GpuReport
         inputs=built_inputs(options.manifest_dir),
         dtype=options.dtype,
         rtol=RTOL[options.dtype],
-        layers=list(VerifyPlan().layer_ids),
+        tensor_parallel_size=options.tp,
+        runs=[
+            {
+                "started": datetime.now(UTC).isoformat(timespec="seconds"),
+                "stages": list(options.stages),
+                "families": list(options.families),
+                "profile": options.profile,
+                "baseline_speculators": options.baseline_speculators.name
+                if options.baseline_speculators
+                else None,
+            }
+        ],
     )
-    report.gpu = gpu_facts(options.tp)  # no GPU: refuse before writing any report
+    gpu = gpu_facts(options.tp)  # no GPU: refuse before writing any report
+    console.print(
+        f"GPU: {gpu['count']} x {gpu['name']} ({gpu['sm']}), driver {gpu['driver']}, "
+        f"CUDA {gpu['cuda']}, torch {gpu['torch']}"
+    )
+    wheels = gpu_wheels(options.manifest_dir, options.wheelhouse)
+    runtime = prepare_runtime(options, wheels, console)
+    report.packages = installed_packages(runtime, wheels)
+    report.machine = {"gpu": gpu, "versions": _versions(runtime)}
+    rerun = options.families if "correctness" in options.stages else ()
+    report.keep_from(options.report_path, options.stages, rerun)
+    console.print(
+        "installed "
+        + ", ".join(f"{p['distribution']}=={p['version']}" for p in report.packages)
+        + " (sha256 and every file checked)"
+    )
     try:
-        console.print(
-            f"GPU: {report.gpu['count']} x {report.gpu['name']} ({report.gpu['sm']}), driver "
-            f"{report.gpu['driver']}, CUDA {report.gpu['cuda']}, torch {report.gpu['torch']}"
-        )
-        wheels = gpu_wheels(options.manifest_dir, options.wheelhouse)
-        runtime = prepare_runtime(options, wheels, console)
-        report.packages = installed_packages(runtime, wheels)
-        console.print(
-            "installed "
-            + ", ".join(f"{p['distribution']}=={p['version']}" for p in report.packages)
-            + " (sha256 and every file checked)"
-        )
-        for tp in sorted({1, options.tp}):
-            result = check_extraction(options, runtime, tp, console)
-            report.correctness.append(result)
+        if "correctness" in options.stages:
+            _correctness(options, runtime, report, console, started)
+        if "training" in options.stages:
+            try:
+                report.training = train_draft(options, runtime, console)
+            except VerifyError as exc:
+                report.training = {"error": str(exc), "passed": False}
+                raise
             write_report(report, options.report_path, started)
-            console.print(
-                f"tensor parallel {tp}: max abs error per layer "
-                + ", ".join(f"{k}: {v:.3g}" for k, v in result["max_abs_error_per_layer"].items())
-                + f" ({result['checks']} checks, {len(result['failed'])} failed)"
+            if not report.training["passed"]:
+                raise VerifyError(
+                    "training did not lower the loss (or it is not finite): "
+                    f"{report.training['loss_before']} -> {report.training['loss_after']}"
+                )
+        if "throughput" in options.stages:
+            baseline = (
+                install_baseline(options, runtime, console)
+                if options.baseline_speculators is not None
+                else None
             )
-        failed = [f for r in report.correctness for f in r["failed"]]
-        if failed:
-            report.status = "mismatch"
-            report.error = "extracted hidden states differ from transformers: " + "; ".join(
-                failed[:8]
-            )
-            raise VerifyError(report.error)
-        if options.throughput:
-            report.throughput = measure_throughput(options, runtime, console)
-        report.status = "passed"
+            try:
+                report.throughput = measure_throughput(options, runtime, console, baseline)
+            except VerifyError as exc:
+                report.throughput = {"error": str(exc)}
+                raise
+            goal = report.throughput.get("goal")
+            if goal:
+                console.print(
+                    f"extraction / compiled default = {goal['ratio']} "
+                    f"(goal {goal['min_ratio']}: {'met' if goal['met'] else 'NOT met'})"
+                )
     except VerifyError as exc:
         report.error = report.error or str(exc)
         raise
     finally:
         write_report(report, options.report_path, started)
     return report
+
+
+def _correctness(
+    options: GpuOptions, runtime: Runtime, report: GpuReport, console: Console, started: float
+) -> None:
+    crashed: list[str] = []
+    for family in options.families:
+        try:
+            result = check_family(options, runtime, family, options.tp, console)
+        except VerifyError as exc:  # the other families still run
+            crashed.append(f"{family}: {exc}")
+            console.print(f"[bold red]{family} could not be checked:[/] {escape(str(exc))}")
+            continue
+        report.families.append(result)
+        write_report(report, options.report_path, started)
+        ora, tra = result["extraction_vs_vllm_oracle"], result["extraction_vs_transformers"]
+        console.print(
+            f"{family} (TP {options.tp}): vs vLLM oracle "
+            + ", ".join(f"{k}: {v:.3g}" for k, v in ora["max_abs_error_per_layer"].items())
+            + f" ({ora['bitwise_identical']}/{ora['tensors']} bitwise); vs transformers "
+            + ", ".join(f"{k}: {v:.3g}" for k, v in tra["max_abs_error_per_layer"].items())
+            + f" ({tra['role']}) -> {'passed' if result['passed'] else 'FAILED'}"
+        )
+    if crashed:
+        report.error = "; ".join(crashed)
+        raise VerifyError(report.error)
+    failed = [f for f in report.families if not f["passed"]]
+    if failed:
+        details = []
+        for f in failed:
+            for key in ("extraction_vs_vllm_oracle", "extraction_vs_transformers"):
+                details += [f"{f['family']} {key}: {d}" for d in f[key]["first_failures"][:2]]
+        report.error = "extracted hidden states out of tolerance: " + "; ".join(details[:8])
+        raise VerifyError(report.error)
+
+
+def _versions(runtime: Runtime) -> dict[str, str]:
+    """Versions of the stack the wheels run on, as that python sees them."""
+    code = (
+        "import importlib.metadata as m, json\n"
+        f"names = {list(VERSIONS)!r}\n"
+        "out = {}\n"
+        "for n in names:\n"
+        "    try: out[n] = m.version(n)\n"
+        "    except m.PackageNotFoundError: pass\n"
+        "print(json.dumps(out))\n"
+    )
+    proc = subprocess.run(
+        [runtime.python, "-c", code],
+        capture_output=True,
+        text=True,
+        env=runtime.env,
+        check=False,
+        timeout=120,
+    )
+    try:
+        found: dict[str, str] = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        found = {}
+    return found
 
 
 def run(options: GpuOptions, console: Console) -> int:
@@ -97,5 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="patchwheel gpu", description=DESCRIPTION)
     add_arguments(parser)
     args = parser.parse_args(argv)
-    workspace = Workspace.at(Path.cwd())
-    return run(options_from(args, workspace), Console(stderr=True, soft_wrap=True))
+    console = Console(stderr=True, soft_wrap=True)
+    try:
+        options = options_from(args, Workspace.at(Path.cwd()))
+    except VerifyError as exc:
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        return exc.exit_status
+    return run(options, console)
