@@ -17,6 +17,7 @@ from patchwheel.errors import VerifyError
 from patchwheel.index.consumer import Command
 from patchwheel.verify.consumer import cpu_commands
 from patchwheel.verify.cpu import verify_cpu
+from patchwheel.verify.family_check import CPU_FAMILIES
 from patchwheel.verify.report import VerifyReport
 from patchwheel.verify.userpath import UserPathPlan
 from tests import support
@@ -43,6 +44,7 @@ def run_verify(
     reuse: bool,
     commands: Sequence[Command] | None = None,
     user_path: UserPathPlan | None = None,
+    families: tuple[str, ...] = (),
 ) -> Verified:
     """verify_cpu with its console captured; a VerifyError is returned, not raised."""
     out = io.StringIO()
@@ -56,6 +58,7 @@ def run_verify(
             console=console,
             commands=commands,
             user_path=user_path,
+            families=families,
         )
         return Verified(report, None, out.getvalue(), build_dir / "verify-cpu.json")
     except VerifyError as exc:
@@ -85,7 +88,8 @@ def consumer_commands(default_build: DefaultBuild, venv: Path) -> list[Command]:
 @pytest.fixture(scope="session")
 def cpu_verified(default_build: DefaultBuild, cpu_work: Path) -> Verified:
     """The full verification of the default target's built wheels: a fresh venv made by
-    README's consumer commands, extraction, and the user's library pipeline."""
+    README's consumer commands, extraction, the CPU model families against both oracles, and
+    the user's library pipeline."""
     assert default_build.target == TARGET
     return run_verify(
         default_build.target_dir,
@@ -94,6 +98,7 @@ def cpu_verified(default_build: DefaultBuild, cpu_work: Path) -> Verified:
         reuse=False,
         commands=consumer_commands(default_build, cpu_work / "venv"),
         user_path=UserPathPlan(),
+        families=CPU_FAMILIES,
     )
 
 

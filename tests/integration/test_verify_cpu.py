@@ -16,6 +16,7 @@ import pytest
 from patchwheel.errors import VerifyError
 from patchwheel.verify.compare import RTOL
 from patchwheel.verify.cpu import prepare_venv
+from patchwheel.verify.family_check import CPU_FAMILIES
 from patchwheel.verify.install import Venv, check_installed_files, cpu_wheels, read_manifest
 from patchwheel.verify.report import read_report
 from patchwheel.verify.userpath import UserPathPlan
@@ -108,6 +109,34 @@ def test_installed_with_readmes_command_and_ran_the_users_pipeline(
     assert engine["model_runner"] and engine["attention_backends"]
     reference = data["settings"]["reference"]["effective"]
     assert reference["dtype"] == "float32" and reference["attn_implementation"] == "eager"
+
+
+def test_every_cpu_family_matches_transformers_and_the_vllm_oracle(
+    cpu_verified: Verified,
+) -> None:
+    assert cpu_verified.error is None, str(cpu_verified.error) + "\n" + cpu_verified.output
+    data = read_report(cpu_verified.report_path)
+    families = {f["family"]: f for f in data["families"]}
+    assert sorted(families) == sorted(CPU_FAMILIES) == ["llama", "qwen3", "qwen3_moe"]
+    for name, family in families.items():
+        assert family["passed"] is True, name
+        # Today's coverage per family: two generate calls, the exact repeat, every layer.
+        first, second = family["calls"]
+        assert max(first) > 256 and 256 in first and 1 in first, (name, first)
+        assert second[-1] in first and max(second) > 2 * 256, (name, second)
+        tensors = sum(len(c) for c in family["calls"]) * len(family["layers"])
+        for key in ("extraction_vs_transformers", "extraction_vs_vllm_oracle"):
+            assert family[key]["checks"] == tensors and family[key]["failed"] == [], (name, key)
+            assert len(family[key]["max_abs_error_per_layer"]) == len(family["layers"])
+        # The vLLM oracle itself computes what transformers computes on these families.
+        assert family["vllm_oracle_vs_transformers"]["failed"] == [], name
+        settings = family["settings"]
+        assert settings["extraction"]["effective"]["step_budget"] == 256
+        assert settings["vllm_oracle"]["effective"]["max_num_batched_tokens"] == 256
+        assert settings["vllm_oracle"]["effective"]["prefix_caching"] is False
+        assert settings["reference"]["effective"]["dtype"] == "float32"
+    assert "Qwen3Moe" in families["qwen3_moe"]["architecture"]
+    assert "family qwen3_moe: vs transformers" in cpu_verified.output
 
 
 def test_without_the_config_patches_the_users_pipeline_names_the_speculators_call(
@@ -208,7 +237,14 @@ def test_without_the_step_fix_names_layer_prompt_and_error(
     everything = series_names()
     [step_fix] = [i for i, n in enumerate(everything) if "run-prompts-to-completion" in n]
     names = everything[:step_fix]
-    verified = _variant(tmp_path, shared_cache_dir, cpu_work, names)
+    root = build_variant(tmp_path / "checkout", shared_cache_dir, names)
+    verified = run_verify(
+        root / "build" / TARGET,
+        root / "build" / "simple",
+        cpu_work,
+        reuse=True,
+        families=("qwen3",),
+    )
     assert verified.error is not None, verified.output
     message = str(verified.error)
     assert "differ from the transformers reference" in message
@@ -216,6 +252,14 @@ def test_without_the_step_fix_names_layer_prompt_and_error(
         r"layer \d+, call \d+ prompt \d+ \(\d+ tokens\): (max abs error \S+ > tolerance|shape)",
         message,
     ), message
-    data = json.loads(verified.report_path.read_text())
+    data = read_report(verified.report_path)
     assert data["status"] == "mismatch"
     assert any(not c["ok"] and c["layer"] is not None for c in data["checks"])
+    # The family check fails against both oracles, naming each.
+    [family] = data["families"]
+    assert family["passed"] is False
+    assert family["extraction_vs_transformers"]["failed_count"] > 0
+    assert family["extraction_vs_vllm_oracle"]["failed_count"] > 0
+    assert family["vllm_oracle_vs_transformers"]["failed"] == []  # the oracle itself is right
+    assert "qwen3 extraction vs transformers:" in message
+    assert "qwen3 extraction vs vllm oracle:" in message

@@ -42,7 +42,30 @@ def register(sub: _context.SubParsers) -> None:
         action="store_true",
         help="skip speculators' library pipeline (preprocessing to a draft forward pass)",
     )
+    parser.add_argument(
+        "--families",
+        type=_families,
+        default=None,
+        metavar="LIST",
+        help="model families checked against transformers and the vLLM oracle, comma-separated "
+        "(default llama,qwen3,qwen3_moe; 'none' for none)",
+    )
     parser.set_defaults(handler=run)
+
+
+def _families(text: str) -> tuple[str, ...]:
+    from patchwheel.verify.family_check import CPU_FAMILIES
+
+    if text.strip() == "none":
+        return ()
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in CPU_FAMILIES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown CPU model families {', '.join(unknown) or repr(text)}; choose from "
+            f"{', '.join(CPU_FAMILIES)} or 'none' (deepseek_v3 is checked by the GPU session)"
+        )
+    return names
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from patchwheel.config.targets import load_target
     from patchwheel.verify.consumer import cpu_commands
     from patchwheel.verify.cpu import verify_cpu  # imported when the verb runs
+    from patchwheel.verify.family_check import CPU_FAMILIES
     from patchwheel.verify.userpath import UserPathPlan
 
     workspace = _context.workspace(args)
@@ -75,5 +99,6 @@ def run(args: argparse.Namespace) -> int:
         console=console.stderr,
         commands=commands,
         user_path=None if args.no_user_path else UserPathPlan(),
+        families=CPU_FAMILIES if args.families is None else args.families,
     )
     return 0

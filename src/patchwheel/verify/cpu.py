@@ -32,6 +32,7 @@ from patchwheel.verify.extraction import (
     load_extraction,
     run_script,
 )
+from patchwheel.verify.family_check import SideRun, check_families, family_failures
 from patchwheel.verify.install import (
     BuiltWheel,
     Venv,
@@ -184,6 +185,7 @@ def verify_cpu(
     timeout_s: float = 900.0,
     commands: Sequence[Command] | None = None,
     user_path: UserPathPlan | None = None,
+    families: tuple[str, ...] = (),
 ) -> VerifyReport:
     """Verify a target's built wheels on CPU; write its report; raise VerifyError on failure.
 
@@ -192,6 +194,8 @@ def verify_cpu(
     existing venv in work_dir, reinstalling (and always re-hashing) the built wheels.
     commands: the consumer's install commands (index.consumer.install_commands, making the
     venv work_dir/venv). user_path: run speculators' library pipeline too (verify.userpath).
+    families: model families (verify.family_check.CPU_FAMILIES) whose extraction is checked
+    against transformers and the vLLM oracle.
     """
     plan = plan or VerifyPlan()
     console = console or Console(stderr=True)
@@ -257,6 +261,17 @@ def verify_cpu(
         report.status = "mismatch" if report.failures else "passed"
         if report.failures:
             report.error = mismatch_message(report, report_path)
+        if families:
+            report.families = check_families(
+                families,
+                work_dir / "families",
+                SideRun(Venv(work_dir / "venv").python, extraction_env(plan), timeout_s),
+                console,
+            )
+            failed = family_failures(report.families)
+            if failed is not None:
+                report.status = "mismatch"
+                report.error = "\n".join(e for e in (report.error, failed) if e)
         if user_path is not None:
             with console.status("running speculators' library pipeline (the user's path)"):
                 try:

@@ -68,6 +68,8 @@ class VerifyReport:
     settings: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     install: dict[str, Any] | None = None  # the consumer's commands as run, seconds
     user_path: dict[str, Any] | None = None  # verify.userpath.UserPathResult.to_json()
+    # verify.family_check: per family, extraction vs transformers and vs the vLLM oracle.
+    families: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def failures(self) -> list[TensorCheck]:
@@ -95,6 +97,7 @@ class VerifyReport:
             "settings": self.settings,
             "install": self.install,
             "user_path": self.user_path,
+            "families": self.families,
             "packages": [asdict(p) for p in self.packages],
             "generate_calls": [
                 {
@@ -217,6 +220,16 @@ def print_summary(report: VerifyReport, console: Console) -> None:
     if report.startup_s is not None:
         wall = report.wall_s or 0.0
         console.print(f"generator start-up {report.startup_s:.1f} s; verify wall time {wall:.1f} s")
+    for family in report.families:
+        compared = ", ".join(
+            f"{side} {s['checks'] - s['failed_count']}/{s['checks']} "
+            f"(max abs error {max(s['max_abs_error_per_layer'].values(), default=0.0):.1e})"
+            for side, s in (
+                ("vs transformers", family["extraction_vs_transformers"]),
+                ("vs the vLLM oracle", family["extraction_vs_vllm_oracle"]),
+            )
+        )
+        console.print(f"family {family['family']}: {compared}")
     if report.user_path is not None:
         stages = ", ".join(f"{k} {v:.1f} s" for k, v in report.user_path["stage_seconds"].items())
         hidden = report.user_path["hidden_states"]
