@@ -15,7 +15,7 @@ from rich.console import Console
 from patchwheel.config.targets import load_target
 from patchwheel.errors import VerifyError
 from patchwheel.index.consumer import Command
-from patchwheel.verify.consumer import cpu_commands
+from patchwheel.verify.consumer import cpu_commands, extra_indexes_for
 from patchwheel.verify.cpu import verify_cpu
 from patchwheel.verify.family_check import CPU_FAMILIES
 from patchwheel.verify.report import VerifyReport
@@ -75,13 +75,12 @@ def consumer_commands(default_build: DefaultBuild, venv: Path) -> list[Command]:
     """README's CPU commands (uv) for the default build. Where the machine's pip find-links
     hold torch (PIP_FIND_LINKS; PyTorch's index unreachable) no extra index is given."""
     target = load_target(default_build.root / "patches", default_build.target)
-    local_torch = "PIP_FIND_LINKS" in os.environ
     return cpu_commands(
         target,
         default_build.target_dir,
         venv,
         installer="uv",
-        extra_index_urls=[] if local_torch else None,
+        extra_index_urls=extra_indexes_for(os.environ),
     )
 
 

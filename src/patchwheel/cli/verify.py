@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from patchwheel import console
 from patchwheel.cli import _context
@@ -34,8 +35,8 @@ def register(sub: _context.SubParsers) -> None:
         action="append",
         metavar="URL",
         help="replace the target's declared extra index (PyPI's CPU torch index) by URL "
-        "(repeatable); 'none' for no extra index, where the machine's pip find-links "
-        "(PIP_FIND_LINKS) hold torch",
+        "(repeatable); 'none' for no extra index. Default: the declared one, or none where "
+        "PIP_FIND_LINKS is set (the machine's pip find-links hold torch)",
     )
     parser.add_argument(
         "--no-user-path",
@@ -71,7 +72,7 @@ def _families(text: str) -> tuple[str, ...]:
 def run(args: argparse.Namespace) -> int:
     """Verify the target's built wheels on CPU (raises VerifyError on any mismatch)."""
     from patchwheel.config.targets import load_target
-    from patchwheel.verify.consumer import cpu_commands
+    from patchwheel.verify.consumer import cpu_commands, extra_indexes_for
     from patchwheel.verify.cpu import verify_cpu  # imported when the verb runs
     from patchwheel.verify.family_check import CPU_FAMILIES
     from patchwheel.verify.userpath import UserPathPlan
@@ -83,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
     indexes = args.torch_index
     if indexes is not None:
         indexes = [u for u in indexes if u != "none"]
+    else:
+        indexes = extra_indexes_for(os.environ)
     commands = cpu_commands(
         load_target(workspace.patches, name),
         target_dir,

@@ -61,6 +61,13 @@ def cpu_commands(
     )
 
 
+def extra_indexes_for(env: Mapping[str, str]) -> list[str] | None:
+    """The extra indexes the consumer commands keep: the variant's declared ones (None), or
+    none where the machine's pip find-links (PIP_FIND_LINKS) hold torch because PyTorch's
+    index cannot be reached (the commands as run are recorded in the report)."""
+    return [] if env.get("PIP_FIND_LINKS") else None
+
+
 def install_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The commands' environment: `uv` (patchwheel's own) on PATH; the machine's pip
     find-links (PIP_FIND_LINKS, a local folder of torch builds where PyTorch's index cannot
