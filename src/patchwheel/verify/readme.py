@@ -21,7 +21,8 @@ END = "<!-- /verify-cpu -->"
 
 def _worst(summary: dict[str, Any]) -> str:
     worst = max(summary["max_abs_error_per_layer"].values(), default=0.0)
-    return f"{summary['checks'] - summary['failed_count']}/{summary['checks']}, ≤ {worst:.1e}"
+    bound = "bitwise equal" if worst == 0.0 else f"≤ {worst:.1e}"
+    return f"{summary['checks'] - summary['failed_count']}/{summary['checks']}, {bound}"
 
 
 def block(data: dict[str, Any]) -> str:
@@ -63,7 +64,10 @@ def block(data: dict[str, Any]) -> str:
             + "."
         )
     if data.get("wall_s") is not None:
-        lines.append(f"Verify wall time {float(data['wall_s']) / 60:.1f} min.")
+        lines.append(
+            f"Verify wall time {float(data['wall_s']) / 60:.1f} min (install to report; "
+            "family seconds: extraction + oracle processes)."
+        )
     return "\n".join(lines)
 
 
