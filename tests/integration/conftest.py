@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import io
+import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
+from patchwheel.config.targets import load_target
 from patchwheel.errors import VerifyError
+from patchwheel.index.consumer import Command
+from patchwheel.verify.consumer import cpu_commands, extra_indexes_for
 from patchwheel.verify.cpu import verify_cpu
+from patchwheel.verify.family_check import CPU_FAMILIES
 from patchwheel.verify.report import VerifyReport
+from patchwheel.verify.userpath import UserPathPlan
 from tests import support
 from tests.conftest import DefaultBuild
 
@@ -29,13 +36,29 @@ class Verified:
     report_path: Path
 
 
-def run_verify(build_dir: Path, index: Path, work: Path, *, reuse: bool) -> Verified:
+def run_verify(
+    build_dir: Path,
+    index: Path,
+    work: Path,
+    *,
+    reuse: bool,
+    commands: Sequence[Command] | None = None,
+    user_path: UserPathPlan | None = None,
+    families: tuple[str, ...] = (),
+) -> Verified:
     """verify_cpu with its console captured; a VerifyError is returned, not raised."""
     out = io.StringIO()
     console = Console(file=out, width=160)
     try:
         report = verify_cpu(
-            build_dir, index_dir=index, work_dir=work, reuse_venv=reuse, console=console
+            build_dir,
+            index_dir=index,
+            work_dir=work,
+            reuse_venv=reuse,
+            console=console,
+            commands=commands,
+            user_path=user_path,
+            families=families,
         )
         return Verified(report, None, out.getvalue(), build_dir / "verify-cpu.json")
     except VerifyError as exc:
@@ -48,16 +71,43 @@ def cpu_work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("verify-cpu")
 
 
+def consumer_commands(default_build: DefaultBuild, venv: Path) -> list[Command]:
+    """README's CPU commands (uv) for the default build. Where the machine's pip find-links
+    hold torch (PIP_FIND_LINKS; PyTorch's index unreachable) no extra index is given."""
+    target = load_target(default_build.root / "patches", default_build.target)
+    return cpu_commands(
+        target,
+        default_build.target_dir,
+        venv,
+        installer="uv",
+        extra_index_urls=extra_indexes_for(os.environ),
+    )
+
+
 @pytest.fixture(scope="session")
 def cpu_verified(default_build: DefaultBuild, cpu_work: Path) -> Verified:
-    """The full verification of the default target's built wheels, in a fresh venv."""
+    """The full verification of the default target's built wheels: a fresh venv made by
+    README's consumer commands, extraction, the CPU model families against both oracles, and
+    the user's library pipeline."""
     assert default_build.target == TARGET
-    return run_verify(default_build.target_dir, default_build.index, cpu_work, reuse=False)
+    return run_verify(
+        default_build.target_dir,
+        default_build.index,
+        cpu_work,
+        reuse=False,
+        commands=consumer_commands(default_build, cpu_work / "venv"),
+        user_path=UserPathPlan(),
+        families=CPU_FAMILIES,
+    )
 
 
 def build_variant(root: Path, cache: Path, patch_names: list[str]) -> Path:
     """`patchwheel build` of the default target with only `patch_names` in its speculators
     series (in the series' order); return the checkout root (build/ and build/simple inside)."""
+    # The build refuses wheels whose datagen extra does not admit the pinned vLLM: every
+    # variant keeps the build-metadata patch that names it (it touches pyproject.toml only).
+    extras = [n for n in series_names() if "datagen-extras" in n]
+    patch_names = [*patch_names, *(n for n in extras if n not in patch_names)]
     source = support.REPO_ROOT / "patches" / TARGET
     dest = root / "patches" / TARGET
     (dest / "speculators").mkdir(parents=True)
@@ -65,8 +115,7 @@ def build_variant(root: Path, cache: Path, patch_names: list[str]) -> Path:
         shutil.copyfile(source / name, dest / name)
     for name in patch_names:
         shutil.copyfile(source / "speculators" / name, dest / "speculators" / name)
-    if patch_names:
-        (dest / "speculators" / "series").write_text("\n".join(patch_names) + "\n")
+    (dest / "speculators" / "series").write_text("\n".join(patch_names) + "\n")
     result = support.patchwheel(root, "build", "--no-audit", cache=cache)
     assert result.returncode == 0, result.stderr
     return root

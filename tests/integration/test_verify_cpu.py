@@ -16,9 +16,33 @@ import pytest
 from patchwheel.errors import VerifyError
 from patchwheel.verify.compare import RTOL
 from patchwheel.verify.cpu import prepare_venv
+from patchwheel.verify.family_check import CPU_FAMILIES
 from patchwheel.verify.install import Venv, check_installed_files, cpu_wheels, read_manifest
+from patchwheel.verify.report import read_report
+from patchwheel.verify.userpath import UserPathPlan
 from tests.conftest import DefaultBuild
-from tests.integration.conftest import TARGET, Verified, build_variant, run_verify, series_names
+from tests.integration.conftest import (
+    TARGET,
+    Verified,
+    build_variant,
+    consumer_commands,
+    run_verify,
+    series_names,
+)
+
+USER_STAGES = [
+    "preprocess",
+    "generator",
+    "generate",
+    "vocab_mapping",
+    "draft_config",
+    "draft_model",
+    "split_files",
+    "data_loader",
+    "forward",
+    "checkpoint",
+    "compare",
+]
 
 pytestmark = [pytest.mark.network, pytest.mark.slow]
 
@@ -41,7 +65,7 @@ def test_default_target_extracts_what_transformers_computes(
     assert len(report.checks) == sum(len(c.prompt_tokens) for c in report.calls) * len(errors)
     assert "verify-cpu passed" in cpu_verified.output
 
-    data = json.loads(cpu_verified.report_path.read_text())
+    data = read_report(cpu_verified.report_path)
     assert data["status"] == "passed"
     assert len(data["max_abs_error_per_layer"]) >= 4
     assert len(data["generate_calls"]) >= 2
@@ -55,6 +79,90 @@ def test_default_target_extracts_what_transformers_computes(
         assert package["sha256"] == manifest[name]["sha256"]
         assert package["version"] == manifest[name]["version"]
         assert package["files_checked"] > 0
+
+
+def test_installed_with_readmes_command_and_ran_the_users_pipeline(
+    cpu_verified: Verified, default_build: DefaultBuild, cpu_work: Path
+) -> None:
+    assert cpu_verified.error is None, str(cpu_verified.error) + "\n" + cpu_verified.output
+    data = read_report(cpu_verified.report_path)
+    commands = consumer_commands(default_build, cpu_work / "venv")
+    assert data["install"]["commands"] == [c.shell() for c in commands]
+    assert "'speculators[datagen-cpu]'" in data["install"]["commands"][1]
+    user = data["user_path"]
+    assert user["status"] == "passed", user
+    assert list(user["stage_seconds"]) == USER_STAGES
+    assert user["preprocessing_matches_template"] is True
+    assert sorted(user["data_files"]) == sorted(
+        [*(f"data_{i}.pt" for i in range(10)), "data_config.json"]
+    )
+    assert user["hidden_states"]["checks"] == 10 * len(user["layer_ids"])
+    assert user["hidden_states"]["failed"] == []
+    assert user["forward"]["batches_run"] >= 1
+    assert user["forward"]["compiled"] is False  # speculators' forward, eagerly (see pipeline)
+    assert "config.json" in user["checkpoint_files"]
+    # Each side's settings as it ran them: the engine's step budget is the one asked for.
+    engine = data["settings"]["extraction"]["effective"]
+    assert engine["step_budget"] == data["max_num_batched_tokens"] == 256
+    assert engine["workers"] == engine["tensor_parallel_size"] == 1
+    assert engine["dtype"] == "float32" and engine["enable_prefix_caching"] is False
+    assert engine["model_runner"] and engine["attention_backends"]
+    reference = data["settings"]["reference"]["effective"]
+    assert reference["dtype"] == "float32" and reference["attn_implementation"] == "eager"
+
+
+def test_every_cpu_family_matches_transformers_and_the_vllm_oracle(
+    cpu_verified: Verified,
+) -> None:
+    assert cpu_verified.error is None, str(cpu_verified.error) + "\n" + cpu_verified.output
+    data = read_report(cpu_verified.report_path)
+    families = {f["family"]: f for f in data["families"]}
+    assert sorted(families) == sorted(CPU_FAMILIES) == ["llama", "qwen3", "qwen3_moe"]
+    for name, family in families.items():
+        assert family["passed"] is True, name
+        # Today's coverage per family: two generate calls, the exact repeat, every layer.
+        first, second = family["calls"]
+        assert max(first) > 256 and 256 in first and 1 in first, (name, first)
+        assert second[-1] in first and max(second) > 2 * 256, (name, second)
+        tensors = sum(len(c) for c in family["calls"]) * len(family["layers"])
+        for key in ("extraction_vs_transformers", "extraction_vs_vllm_oracle"):
+            assert family[key]["checks"] == tensors and family[key]["failed"] == [], (name, key)
+            assert len(family[key]["max_abs_error_per_layer"]) == len(family["layers"])
+        # The vLLM oracle itself computes what transformers computes on these families.
+        assert family["vllm_oracle_vs_transformers"]["failed"] == [], name
+        settings = family["settings"]
+        assert settings["extraction"]["effective"]["step_budget"] == 256
+        assert settings["vllm_oracle"]["effective"]["max_num_batched_tokens"] == 256
+        assert settings["vllm_oracle"]["effective"]["prefix_caching"] is False
+        assert settings["reference"]["effective"]["dtype"] == "float32"
+    assert "Qwen3Moe" in families["qwen3_moe"]["architecture"]
+    assert "family qwen3_moe: vs transformers" in cpu_verified.output
+
+
+def test_without_the_config_patches_the_users_pipeline_names_the_speculators_call(
+    cpu_verified: Verified, tmp_path: Path, shared_cache_dir: Path, cpu_work: Path
+) -> None:
+    # 0022-0024 make speculator configs constructible under transformers 5 (0024 builds on
+    # 0022-0023); extraction does not construct one, the user's training setup does.
+    names = [n for n in series_names() if not n.startswith(("0022-", "0023-", "0024-"))]
+    assert len(names) == len(series_names()) - 3
+    root = build_variant(tmp_path / "checkout", shared_cache_dir, names)
+    verified = run_verify(
+        root / "build" / TARGET,
+        root / "build" / "simple",
+        cpu_work,
+        reuse=True,
+        user_path=UserPathPlan(),
+    )
+    assert verified.error is not None, verified.output
+    message = str(verified.error)
+    assert "the user's pipeline failed at stage draft_config" in message
+    assert "speculators.models.eagle3.Eagle3SpeculatorConfig raised AttributeError" in message
+    assert "__pydantic_fields_set__" in message
+    data = read_report(verified.report_path)
+    assert data["status"] == "crashed"
+    assert data["checks"] and all(c["ok"] for c in data["checks"])  # extraction itself passed
+    assert list(data["user_path"]["stage_seconds"]) == USER_STAGES[:4]
 
 
 def test_tampered_install_is_caught_and_repaired(
@@ -107,8 +215,14 @@ def test_without_the_vllm_api_fixes_names_the_failing_vllm_call(
 def test_worker_side_failure_names_the_speculators_hook_and_the_vllm_method(
     cpu_verified: Verified, tmp_path: Path, shared_cache_dir: Path, cpu_work: Path
 ) -> None:
-    names = [n for n in series_names() if "embed_input_ids" not in n]
-    assert len(names) == len(series_names()) - 1
+    # The worker's own copy of the decoder loop (_patched_forward) calls vLLM inside a worker
+    # process. Patch 0026 replaced that copy by the model's own forward (and removed the
+    # function 0011 edits), so the series stops right before 0026 and leaves 0011 out: the
+    # copy then calls a method vLLM renamed, in the worker, and the error must say so.
+    everything = series_names()
+    [own_forward] = [i for i, n in enumerate(everything) if "hidden-states-from-the-mode" in n]
+    names = [n for n in everything[:own_forward] if "embed_input_ids" not in n]
+    assert len(names) == own_forward - 1
     message = str(_variant(tmp_path, shared_cache_dir, cpu_work, names).error)
     assert "in a vLLM worker process" in message
     assert "custom_worker.py" in message and "(_patched_forward)" in message
@@ -123,7 +237,14 @@ def test_without_the_step_fix_names_layer_prompt_and_error(
     everything = series_names()
     [step_fix] = [i for i, n in enumerate(everything) if "run-prompts-to-completion" in n]
     names = everything[:step_fix]
-    verified = _variant(tmp_path, shared_cache_dir, cpu_work, names)
+    root = build_variant(tmp_path / "checkout", shared_cache_dir, names)
+    verified = run_verify(
+        root / "build" / TARGET,
+        root / "build" / "simple",
+        cpu_work,
+        reuse=True,
+        families=("qwen3",),
+    )
     assert verified.error is not None, verified.output
     message = str(verified.error)
     assert "differ from the transformers reference" in message
@@ -131,6 +252,14 @@ def test_without_the_step_fix_names_layer_prompt_and_error(
         r"layer \d+, call \d+ prompt \d+ \(\d+ tokens\): (max abs error \S+ > tolerance|shape)",
         message,
     ), message
-    data = json.loads(verified.report_path.read_text())
+    data = read_report(verified.report_path)
     assert data["status"] == "mismatch"
     assert any(not c["ok"] and c["layer"] is not None for c in data["checks"])
+    # The family check fails against both oracles, naming each.
+    [family] = data["families"]
+    assert family["passed"] is False
+    assert family["extraction_vs_transformers"]["failed_count"] > 0
+    assert family["extraction_vs_vllm_oracle"]["failed_count"] > 0
+    assert family["vllm_oracle_vs_transformers"]["failed"] == []  # the oracle itself is right
+    assert "qwen3 extraction vs transformers:" in message
+    assert "qwen3 extraction vs vllm oracle:" in message

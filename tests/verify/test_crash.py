@@ -47,8 +47,28 @@ FAKE_PACKAGES = {
         from vllm.v1.request import Request
 
 
+        class _Config:
+            def __init__(self, **fields):
+                self.__dict__.update(fields)
+
+
+        class _Executor:
+            def collective_rpc(self, method):
+                return []
+
+
         class VllmHiddenStatesGenerator:
             def __init__(self, model_path, layer_ids=None, mode=0):
+                self.layer_ids = layer_ids
+                self.executor = _Executor()
+                self.vllm_config = _Config(
+                    scheduler_config=_Config(max_num_batched_tokens=8192),
+                    parallel_config=_Config(tensor_parallel_size=1),
+                    model_config=_Config(dtype="float32", max_model_len=64, enforce_eager=True),
+                    cache_config=_Config(gpu_memory_utilization=0.1, enable_prefix_caching=False),
+                    compilation_config=_Config(),
+                    device_config=_Config(device="cpu"),
+                )
                 if mode == 1:
                     get_kv_cache_config_from_groups(
                         vllm_config=None, kv_cache_groups=[], kv_cache_specs={}, available_memory=0
@@ -71,7 +91,9 @@ def fake_site(root: Path) -> Path:
     return site
 
 
-def run_fake_extraction(tmp_path: Path, mode: int) -> tuple[dict[str, Any], str]:
+def run_fake_extraction(
+    tmp_path: Path, mode: int, generator: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], str]:
     site = fake_site(tmp_path)
     request = tmp_path / "request.json"
     request.write_text(
@@ -79,7 +101,7 @@ def run_fake_extraction(tmp_path: Path, mode: int) -> tuple[dict[str, Any], str]
             {
                 "model_dir": str(tmp_path),
                 "layer_ids": [0],
-                "generator": {"mode": mode, "not_a_parameter": 1},
+                "generator": {"mode": mode, **(generator or {})},
                 "calls": [[[1, 2, 3]]],
             }
         )
@@ -141,10 +163,11 @@ def test_error_raised_inside_vllm_names_where_it_was_raised(tmp_path: Path) -> N
     assert diagnosis.exception == ("builtins.ValueError: KV cache layout has not been resolved yet")
 
 
-def test_unknown_generator_keywords_are_dropped_not_fatal(tmp_path: Path) -> None:
-    failure, _ = run_fake_extraction(tmp_path, 0)
-    # "not_a_parameter" is not in the generator's signature: the run got as far as generate().
-    assert failure["phase"] == "generate call 0"
+def test_a_generator_keyword_it_does_not_accept_stops_the_run_naming_it(tmp_path: Path) -> None:
+    failure, _ = run_fake_extraction(tmp_path, 0, {"not_a_parameter": 1})
+    # Not in the generator's signature: the run stops before the generator is made.
+    assert failure["phase"] == "init"
+    assert "does not accept not_a_parameter" in failure["message"]
 
 
 def test_worker_crash_is_traced_to_the_capture_hook() -> None:

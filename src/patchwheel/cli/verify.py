@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from patchwheel import console
 from patchwheel.cli import _context
@@ -23,22 +24,84 @@ def register(sub: _context.SubParsers) -> None:
         "re-hashed every time)",
     )
     parser.add_argument("--timeout", type=float, default=900.0, help="extraction timeout (s)")
+    parser.add_argument(
+        "--installer",
+        choices=("uv", "pip"),
+        default="uv",
+        help="which of README's consumer commands make the venv (default uv)",
+    )
+    parser.add_argument(
+        "--torch-index",
+        action="append",
+        metavar="URL",
+        help="replace the target's declared extra index (PyPI's CPU torch index) by URL "
+        "(repeatable); 'none' for no extra index. Default: the declared one, or none where "
+        "PIP_FIND_LINKS is set (the machine's pip find-links hold torch)",
+    )
+    parser.add_argument(
+        "--no-user-path",
+        action="store_true",
+        help="skip speculators' library pipeline (preprocessing to a draft forward pass)",
+    )
+    parser.add_argument(
+        "--families",
+        type=_families,
+        default=None,
+        metavar="LIST",
+        help="model families checked against transformers and the vLLM oracle, comma-separated "
+        "(default llama,qwen3,qwen3_moe; 'none' for none)",
+    )
     parser.set_defaults(handler=run)
+
+
+def _families(text: str) -> tuple[str, ...]:
+    from patchwheel.verify.family_check import CPU_FAMILIES
+
+    if text.strip() == "none":
+        return ()
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in CPU_FAMILIES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown CPU model families {', '.join(unknown) or repr(text)}; choose from "
+            f"{', '.join(CPU_FAMILIES)} or 'none' (deepseek_v3 is checked by the GPU session)"
+        )
+    return names
 
 
 def run(args: argparse.Namespace) -> int:
     """Verify the target's built wheels on CPU (raises VerifyError on any mismatch)."""
+    from patchwheel.config.targets import load_target
+    from patchwheel.verify.consumer import cpu_commands, extra_indexes_for
     from patchwheel.verify.cpu import verify_cpu  # imported when the verb runs
+    from patchwheel.verify.family_check import CPU_FAMILIES
+    from patchwheel.verify.userpath import UserPathPlan
 
     workspace = _context.workspace(args)
     name = _context.target_name(args)
     target_dir = workspace.target_dir(name)
+    work_dir = workspace.work_dir(name, "verify-cpu")
+    indexes = args.torch_index
+    if indexes is not None:
+        indexes = [u for u in indexes if u != "none"]
+    else:
+        indexes = extra_indexes_for(os.environ)
+    commands = cpu_commands(
+        load_target(workspace.patches, name),
+        target_dir,
+        work_dir / "venv",
+        installer=args.installer,
+        extra_index_urls=indexes,
+    )
     verify_cpu(
         target_dir,
         index_dir=target_dir / "simple",
-        work_dir=workspace.work_dir(name, "verify-cpu"),
+        work_dir=work_dir,
         reuse_venv=args.reuse_venv,
         timeout_s=args.timeout,
         console=console.stderr,
+        commands=commands,
+        user_path=None if args.no_user_path else UserPathPlan(),
+        families=CPU_FAMILIES if args.families is None else args.families,
     )
     return 0

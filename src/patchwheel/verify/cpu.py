@@ -22,7 +22,9 @@ from rich.console import Console
 
 from patchwheel import manifest
 from patchwheel.errors import VerifyError
+from patchwheel.index.consumer import Command
 from patchwheel.verify.compare import RTOL
+from patchwheel.verify.consumer import InstallRecord, install_as_consumer
 from patchwheel.verify.extraction import (
     EXTRACT_SCRIPT,
     Extraction,
@@ -30,6 +32,7 @@ from patchwheel.verify.extraction import (
     load_extraction,
     run_script,
 )
+from patchwheel.verify.family_check import SideRun, check_families, family_failures
 from patchwheel.verify.install import (
     BuiltWheel,
     Venv,
@@ -51,6 +54,7 @@ from patchwheel.verify.report import (
     print_summary,
     write_report,
 )
+from patchwheel.verify.userpath import UserPathFailed, UserPathPlan, run_user_path
 
 REPORT_NAME = "verify-cpu.json"
 # Worker processes must not download anything; the model is local.
@@ -64,9 +68,17 @@ _EXTRACTION_ENV = {
 
 
 def prepare_venv(
-    venv: Venv, wheels: Sequence[BuiltWheel], index_dir: Path, log_dir: Path, *, reuse: bool
-) -> list[PackageRecord]:
-    """A venv holding exactly `wheels`: fresh, or (reuse) repaired and re-hashed in place."""
+    venv: Venv,
+    wheels: Sequence[BuiltWheel],
+    index_dir: Path,
+    log_dir: Path,
+    *,
+    reuse: bool,
+    commands: Sequence[Command] | None = None,
+) -> tuple[list[PackageRecord], InstallRecord | None]:
+    """A venv holding exactly `wheels`: made by the consumer's `commands` (README's install
+    section, see verify.consumer), or (reuse) repaired and re-hashed in place; with neither,
+    the built wheels by exact version from index_dir, then torch (no consumer command)."""
     log = log_dir / "pip.log"
     if reuse and venv.exists():
         site = venv.site_packages()
@@ -84,10 +96,14 @@ def prepare_venv(
                 )
                 checked = check_installed_files(site, wheel)
             records.append(_package(wheel, checked))
-        return records
+        return records, None
+    if commands is not None:
+        record, checked_files = install_as_consumer(venv, commands, wheels, log_dir / "install.log")
+        return [_package(w, checked_files[w.distribution]) for w in wheels], record
     venv.create()
     report = install_stack(venv, wheels, index_dir, log)
-    return [_package(i.wheel, i.files_checked) for i in check_installed(venv, wheels, report)]
+    installed = check_installed(venv, wheels, report)
+    return [_package(i.wheel, i.files_checked) for i in installed], None
 
 
 def _package(wheel: BuiltWheel, files_checked: int) -> PackageRecord:
@@ -167,12 +183,19 @@ def verify_cpu(
     report_path: Path | None = None,
     console: Console | None = None,
     timeout_s: float = 900.0,
+    commands: Sequence[Command] | None = None,
+    user_path: UserPathPlan | None = None,
+    families: tuple[str, ...] = (),
 ) -> VerifyReport:
     """Verify a target's built wheels on CPU; write its report; raise VerifyError on failure.
 
     target_build_dir: `build/<target>` (manifest.json, wheels/). index_dir: the PEP 503 index
     holding those wheels. work_dir: scratch space (venv, model, logs). reuse_venv: keep an
     existing venv in work_dir, reinstalling (and always re-hashing) the built wheels.
+    commands: the consumer's install commands (index.consumer.install_commands, making the
+    venv work_dir/venv). user_path: run speculators' library pipeline too (verify.userpath).
+    families: model families (verify.family_check.CPU_FAMILIES) whose extraction is checked
+    against transformers and the vLLM oracle.
     """
     plan = plan or VerifyPlan()
     console = console or Console(stderr=True)
@@ -192,8 +215,18 @@ def verify_cpu(
         work_dir.mkdir(parents=True, exist_ok=True)
         wheels = installable(artifacts, work_dir)
         with console.status("installing the built wheels into the verify venv"):
-            report.packages = prepare_venv(
-                Venv(work_dir / "venv"), wheels, index_dir, work_dir / "logs", reuse=reuse_venv
+            report.packages, installed = prepare_venv(
+                Venv(work_dir / "venv"),
+                wheels,
+                index_dir,
+                work_dir / "logs",
+                reuse=reuse_venv,
+                commands=commands,
+            )
+        if installed is not None:
+            report.install = {"commands": installed.commands, "seconds": installed.seconds}
+            console.print(
+                f"consumer install: {len(installed.commands)} commands, {installed.seconds:.0f} s"
             )
         console.print(f"installed {', '.join(w.requirement for w in wheels)} (sha256 checked)")
         model_dir = make_tiny_llama(plan.spec, work_dir / "model")
@@ -220,10 +253,40 @@ def verify_cpu(
         report.startup_s = extraction.startup_s
         report.extraction_wall_s = extraction.wall_s
         with console.status("computing the transformers reference"):
-            report.checks = compare_with_reference(plan, model_dir, calls, extraction)
+            report.checks, reference = compare_with_reference(plan, model_dir, calls, extraction)
+        report.settings = {
+            "extraction": {"requested": extraction.requested, "effective": extraction.effective},
+            "reference": {"effective": reference},
+        }
         report.status = "mismatch" if report.failures else "passed"
         if report.failures:
             report.error = mismatch_message(report, report_path)
+        if families:
+            report.families = check_families(
+                families,
+                work_dir / "families",
+                SideRun(Venv(work_dir / "venv").python, extraction_env(plan), timeout_s),
+                console,
+            )
+            failed = family_failures(report.families)
+            if failed is not None:
+                report.status = "mismatch"
+                report.error = "\n".join(e for e in (report.error, failed) if e)
+        if user_path is not None:
+            with console.status("running speculators' library pipeline (the user's path)"):
+                try:
+                    done = run_user_path(
+                        Venv(work_dir / "venv").python,
+                        user_path,
+                        work_dir / "userpath",
+                        env=extraction_env(plan),
+                        timeout_s=timeout_s,
+                    )
+                    report.user_path = done.to_json()
+                except UserPathFailed as exc:
+                    report.user_path = exc.result.to_json()
+                    report.status = "mismatch" if exc.result.status == "mismatch" else "crashed"
+                    report.error = "\n".join(e for e in (report.error, str(exc)) if e)
     except VerifyError as exc:
         report.error = str(exc)
         raise

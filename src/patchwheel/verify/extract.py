@@ -5,8 +5,11 @@ vllm but not patchwheel): ``python extract.py REQUEST.json OUT_DIR``. The reques
 directory, the layers, the generator settings and the prompts of each ``generate`` call. The script
 writes ``OUT_DIR/hidden_states.safetensors`` (every returned tensor, keyed
 ``call{c}.prompt{p}.input_ids`` and ``call{c}.prompt{p}.layer{k}``) and ``OUT_DIR/result.json``
-(versions, timings, shapes). When anything raises, it writes ``OUT_DIR/failure.json`` instead: the
-traceback and, resolved in-process, the last speculators frame and the vLLM function it called.
+(versions, timings, shapes, and the settings the engine actually runs with, read back from its
+config, its scheduler and its workers). A requested setting the generator does not accept, or
+one the engine does not run with, stops the run before any prompt. When anything raises, it
+writes ``OUT_DIR/failure.json`` instead: the traceback and, resolved in-process, the last
+speculators frame and the vLLM function it called.
 """
 
 from __future__ import annotations
@@ -122,11 +125,104 @@ def _failure(exc: BaseException, phase: str) -> dict[str, Any]:
     }
 
 
-def _generator_kwargs(cls: type, wanted: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The requested keyword arguments the generator accepts, and the names it does not."""
+class SettingNotApplied(Exception):
+    """The generator does not accept, or the engine does not run with, a requested setting."""
+
+
+def _generator_kwargs(cls: type, wanted: dict[str, Any]) -> dict[str, Any]:
+    """The requested keyword arguments; SettingNotApplied names any the generator lacks."""
     params = inspect.signature(cls).parameters
-    accepted = {k: v for k, v in wanted.items() if k in params}
-    return accepted, sorted(set(wanted) - set(accepted))
+    missing = sorted(k for k in wanted if k not in params)
+    if missing:
+        asked = ", ".join(f"{k}={wanted[k]!r}" for k in missing)
+        raise SettingNotApplied(
+            f"{cls.__qualname__} does not accept {asked}: the installed speculators cannot run "
+            "what this verification requests (is the series missing the patch that adds it?)"
+        )
+    return dict(wanted)
+
+
+def _name(value: Any) -> Any:
+    """An enum's name, a torch dtype without its prefix, else the value (JSON-ready)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    name = getattr(value, "name", None)
+    return name if isinstance(name, str) else str(value).removeprefix("torch.")
+
+
+def _worker_settings(worker: Any) -> dict[str, Any]:
+    """Runs in each vLLM worker (collective_rpc): its model runner and attention backends."""
+    runner = getattr(worker, "model_runner", None)
+    backends = sorted(
+        {
+            group.backend.get_name()
+            for groups in getattr(runner, "attn_groups", None) or []
+            for group in groups
+        }
+    )
+    kind = type(runner)
+    return {
+        "worker": f"{type(worker).__module__}.{type(worker).__qualname__}",
+        "model_runner": f"{kind.__module__}.{kind.__qualname__}",
+        "attention_backends": backends,
+    }
+
+
+# requested generator argument -> the effective setting that must equal it
+_MUST_MATCH = {
+    "max_num_batched_tokens": "step_budget",
+    "tensor_parallel_size": "workers",
+    "dtype": "dtype",
+    "max_model_len": "max_model_len",
+    "gpu_memory_utilization": "gpu_memory_utilization",
+    "enforce_eager": "enforce_eager",
+}
+
+
+def effective_settings(generator: Any) -> dict[str, Any]:
+    """What the engine runs with, read from its config, its scheduler and its workers."""
+    cfg = generator.vllm_config
+    scheduler = getattr(generator, "scheduler", None)
+    workers = generator.executor.collective_rpc(_worker_settings)
+    first = workers[0] if workers else {}
+    return {
+        "layer_ids": list(generator.layer_ids),
+        "step_budget": getattr(scheduler, "max_num_scheduled_tokens", None),
+        "max_num_batched_tokens": cfg.scheduler_config.max_num_batched_tokens,
+        "enable_chunked_prefill": getattr(cfg.scheduler_config, "enable_chunked_prefill", None),
+        "async_scheduling": getattr(cfg.scheduler_config, "async_scheduling", None),
+        "tensor_parallel_size": cfg.parallel_config.tensor_parallel_size,
+        "workers": len(workers),
+        "dtype": _name(cfg.model_config.dtype),
+        "max_model_len": cfg.model_config.max_model_len,
+        "gpu_memory_utilization": cfg.cache_config.gpu_memory_utilization,
+        "enforce_eager": cfg.model_config.enforce_eager,
+        "compilation_mode": _name(getattr(cfg.compilation_config, "mode", None)),
+        "cudagraph_mode": _name(getattr(cfg.compilation_config, "cudagraph_mode", None)),
+        "enable_prefix_caching": cfg.cache_config.enable_prefix_caching,
+        "device": _name(getattr(cfg.device_config, "device", None)),
+        "model_runner": first.get("model_runner"),
+        "attention_backends": first.get("attention_backends"),
+        "worker": first.get("worker"),
+    }
+
+
+def check_applied(
+    requested: dict[str, Any], layer_ids: list[int] | None, effective: dict[str, Any]
+) -> None:
+    """SettingNotApplied naming each requested setting the engine does not run with."""
+    wrong = [
+        f"{name}={value!r} (the engine runs with {_MUST_MATCH[name]}="
+        f"{effective.get(_MUST_MATCH[name])!r})"
+        for name, value in requested.items()
+        if name in _MUST_MATCH and effective.get(_MUST_MATCH[name]) != value
+    ]
+    if layer_ids is not None and effective["layer_ids"] != list(layer_ids):
+        wrong.append(f"layer_ids={layer_ids!r} (the generator uses {effective['layer_ids']!r})")
+    if wrong:
+        raise SettingNotApplied(
+            "VllmHiddenStatesGenerator accepted but did not apply: " + "; ".join(wrong)
+        )
 
 
 def run(request: dict[str, Any], out_dir: Path) -> dict[str, Any]:
@@ -141,12 +237,15 @@ def run(request: dict[str, Any], out_dir: Path) -> dict[str, Any]:
         )
 
         phase = "init"
-        kwargs, unsupported = _generator_kwargs(VllmHiddenStatesGenerator, request["generator"])
+        kwargs = _generator_kwargs(VllmHiddenStatesGenerator, request["generator"])
         started = time.perf_counter()
         generator = VllmHiddenStatesGenerator(
             request["model_dir"], layer_ids=request["layer_ids"], **kwargs
         )
         startup_s = time.perf_counter() - started
+        phase = "settings"
+        effective = effective_settings(generator)
+        check_applied(kwargs, request["layer_ids"], effective)
         calls: list[dict[str, Any]] = []
         tensors: dict[str, torch.Tensor] = {}
         for c, prompts in enumerate(request["calls"]):
@@ -176,7 +275,8 @@ def run(request: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     save_file(tensors, str(out_dir / "hidden_states.safetensors"))
     result = {
         "versions": _versions(),
-        "unsupported_generator_kwargs": unsupported,
+        "requested": {"layer_ids": request["layer_ids"], **request["generator"]},
+        "effective": effective,
         "startup_seconds": startup_s,
         "calls": calls,
     }

@@ -36,6 +36,10 @@ class Extraction:
     startup_s: float
     wall_s: float
     log: Path
+    # The generator's settings as requested, and as its engine runs them (extract.py reads
+    # them back from the engine's config, scheduler and workers).
+    requested: dict[str, Any]
+    effective: dict[str, Any]
 
 
 def run_script(
@@ -114,13 +118,33 @@ def load_extraction(
         startup_s=float(result["startup_seconds"]),
         wall_s=wall,
         log=log,
+        # extract.py writes both; the vLLM oracle (oracle.py) its engine's effective_settings.
+        requested=dict(result.get("requested") or {}),
+        effective=dict(result.get("effective") or result.get("effective_settings") or {}),
     )
+
+
+def reference_settings(model: Any) -> dict[str, Any]:
+    """What the transformers side runs with, read from the loaded model."""
+    import torch
+    import transformers
+
+    return {
+        "library": f"transformers {transformers.__version__}",
+        "torch": torch.__version__,
+        "model_class": type(model).__qualname__,
+        "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
+        "attn_implementation": model.config._attn_implementation,
+        "device": str(next(model.parameters()).device),
+        "batch": "each prompt alone (batch of one, no padding, no KV cache)",
+    }
 
 
 def compare_with_reference(
     plan: VerifyPlan, model_dir: Path, calls: list[list[list[int]]], extraction: Extraction
-) -> list[TensorCheck]:
-    """Every returned tensor against transformers' residual stream on the same weights."""
+) -> tuple[list[TensorCheck], dict[str, Any]]:
+    """Every returned tensor against transformers' residual stream on the same weights, and
+    the reference side's effective settings."""
     model = load_reference_model(model_dir, plan.dtype)
     checks: list[TensorCheck] = []
     for c, prompts in enumerate(calls):
@@ -128,4 +152,4 @@ def compare_with_reference(
         checks.extend(
             compare_call(c, prompts, extraction.results[c], reference, plan.layer_ids, plan.dtype)
         )
-    return checks
+    return checks, reference_settings(model)

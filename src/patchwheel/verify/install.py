@@ -212,9 +212,20 @@ class Venv:
         """Make it anew (any previous content is removed)."""
         self._run([base_python, "-m", "venv", "--clear", str(self.root)], "create the venv")
 
+    def has_pip(self) -> bool:
+        """Whether the venv holds pip (a venv made by `uv venv`, as README's uv command
+        makes it, has none)."""
+        return (self.site_packages() / "pip").is_dir()
+
     def pip(self, args: Sequence[str], what: str, log: Path | None = None) -> None:
-        """Run `pip ARGS` in the venv; on failure raise VerifyError naming `what` and the log."""
-        cmd = [str(self.python), "-m", "pip", "--disable-pip-version-check", *args]
+        """Run `pip ARGS` in the venv (`uv pip ARGS --python` it where the venv has no pip);
+        on failure raise VerifyError naming `what` and the log."""
+        if self.has_pip():
+            cmd = [str(self.python), "-m", "pip", "--disable-pip-version-check", *args]
+        else:
+            from uv import find_uv_bin
+
+            cmd = [find_uv_bin(), "pip", *args, "--python", str(self.python)]
         self._run(cmd, what, log)
 
     def site_packages(self) -> Path:

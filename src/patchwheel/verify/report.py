@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from patchwheel import atomic
+from patchwheel.errors import VerifyError
 from patchwheel.verify.compare import TensorCheck, max_error_per_layer
 
 
@@ -61,6 +63,13 @@ class VerifyReport:
     wall_s: float | None = None
     error: str | None = None
     log: str | None = None
+    # Per side, its own copy: {"extraction": {"requested": …, "effective": …},
+    # "reference": {"effective": …}}, as each side read them back from what it ran.
+    settings: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    install: dict[str, Any] | None = None  # the consumer's commands as run, seconds
+    user_path: dict[str, Any] | None = None  # verify.userpath.UserPathResult.to_json()
+    # verify.family_check: per family, extraction vs transformers and vs the vLLM oracle.
+    families: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def failures(self) -> list[TensorCheck]:
@@ -85,6 +94,10 @@ class VerifyReport:
             "tolerance": {"rule": "max_abs_error <= rtol * max|reference|", "rtol": self.rtol},
             "layers": self.layers,
             "max_num_batched_tokens": self.max_num_batched_tokens,
+            "settings": self.settings,
+            "install": self.install,
+            "user_path": self.user_path,
+            "families": self.families,
             "packages": [asdict(p) for p in self.packages],
             "generate_calls": [
                 {
@@ -110,10 +123,58 @@ class VerifyReport:
         }
 
 
+REPORT_KEYS = frozenset(
+    VerifyReport("t", "crashed", "float32", 0.0, [], 0).to_json()  # the keys the code writes
+)
+
+
 def write_report(report: VerifyReport, path: Path) -> None:
     """Write the JSON beside its final name, then rename it into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_json(path, report.to_json())
+
+
+def read_report(path: Path) -> dict[str, Any]:
+    """A verify-cpu.json as the code wrote it; VerifyError for anything else.
+
+    A report is only what `write_report` writes: a key it does not write (a block added by
+    hand) or one it always writes that is missing makes the file no report of a run."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise VerifyError(f"{path}: not a readable verify report ({exc})") from exc
+    if not isinstance(data, dict):
+        raise VerifyError(f"{path}: a verify report is a JSON object")
+    extra = sorted(set(data) - REPORT_KEYS)
+    missing = sorted(REPORT_KEYS - set(data))
+    if extra or missing:
+        raise VerifyError(
+            f"{path} is not a report as verify writes it: "
+            + "; ".join(
+                part
+                for part in (
+                    f"keys verify never writes: {', '.join(extra)}" if extra else "",
+                    f"missing: {', '.join(missing)}" if missing else "",
+                )
+                if part
+            )
+            + ". Run the verification again instead of editing its report."
+        )
+    return data
+
+
+_SHOWN = (
+    "step_budget",
+    "tensor_parallel_size",
+    "workers",
+    "dtype",
+    "enforce_eager",
+    "compilation_mode",
+    "enable_prefix_caching",
+    "async_scheduling",
+    "model_runner",
+    "attention_backends",
+)
 
 
 def print_summary(report: VerifyReport, console: Console) -> None:
@@ -150,9 +211,33 @@ def print_summary(report: VerifyReport, console: Console) -> None:
             f"({longer} longer than max_num_batched_tokens={report.max_num_batched_tokens}), "
             f"{call.seconds:.3f} s, {call.tokens_per_s:,.0f} tokens/s"
         )
+    engine = report.settings.get("extraction", {}).get("effective")
+    if engine:
+        console.print(
+            "engine ran with: "
+            + ", ".join(f"{k}={engine[k]}" for k in _SHOWN if k in engine and engine[k] is not None)
+        )
     if report.startup_s is not None:
         wall = report.wall_s or 0.0
         console.print(f"generator start-up {report.startup_s:.1f} s; verify wall time {wall:.1f} s")
+    for family in report.families:
+        compared = ", ".join(
+            f"{side} {s['checks'] - s['failed_count']}/{s['checks']} "
+            f"(max abs error {max(s['max_abs_error_per_layer'].values(), default=0.0):.1e})"
+            for side, s in (
+                ("vs transformers", family["extraction_vs_transformers"]),
+                ("vs the vLLM oracle", family["extraction_vs_vllm_oracle"]),
+            )
+        )
+        console.print(f"family {family['family']}: {compared}")
+    if report.user_path is not None:
+        stages = ", ".join(f"{k} {v:.1f} s" for k, v in report.user_path["stage_seconds"].items())
+        hidden = report.user_path["hidden_states"]
+        console.print(
+            f"user's path {report.user_path['status']}: {stages}; "
+            f"{len(report.user_path['data_files'])} files, hidden states ({hidden['dtype']}) "
+            f"{hidden['checks']} checks, {len(hidden['failed'])} failed"
+        )
     if report.status == "passed":
         console.print("[bold green]verify-cpu passed[/]")
     else:
