@@ -7,10 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from patchwheel import manifest
 from patchwheel.errors import VerifyError
 from patchwheel.verify.install import (
     BuiltWheel,
     Venv,
+    built_inputs,
+    built_target,
     check_installed,
     check_installed_files,
     cpu_wheels,
@@ -137,9 +140,6 @@ def test_manifest_problems_are_named(tmp_path: Path) -> None:
 def test_a_report_names_the_target_of_the_manifest_not_the_folder(tmp_path: Path) -> None:
     """A GPU run reads manifest.json from wherever it was carried (e.g. /tmp/wh): the target
     a report names is the manifest's, not that folder's name."""
-    from patchwheel import manifest
-    from patchwheel.verify.install import built_inputs, built_target
-
     folder = tmp_path / "wh"
     folder.mkdir()
     assert built_target(folder) == "wh"  # no manifest: the folder is all there is

@@ -15,6 +15,7 @@ import base64
 import dataclasses
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -223,9 +224,13 @@ class Venv:
         if self.has_pip():
             cmd = [str(self.python), "-m", "pip", "--disable-pip-version-check", *args]
         else:
-            from uv import find_uv_bin
-
-            cmd = [find_uv_bin(), "pip", *args, "--python", str(self.python)]
+            # uv beside this python (the `uv` distribution installs its binary there), else PATH
+            uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+            if uv is None:
+                raise VerifyError(
+                    f"{what}: {self.root} has no pip (a `uv venv`) and no uv is installed here"
+                )
+            cmd = [uv, "pip", *args, "--python", str(self.python)]
         self._run(cmd, what, log)
 
     def site_packages(self) -> Path:
