@@ -15,7 +15,7 @@ from patchwheel.errors import VerifyError
 from patchwheel.verify import speed
 from patchwheel.verify.compare import Extracted
 from patchwheel.verify.families import FAMILIES, FamilySpec
-from patchwheel.verify.gpu import correctness, options, report
+from patchwheel.verify.gpu import correctness, options, readme, report
 from patchwheel.verify.gpu.report import GpuReport, check_schema, markdown_summary
 from patchwheel.verify.plan import VerifyPlan
 from patchwheel.workspace import Workspace
@@ -283,3 +283,14 @@ def test_profile_names_of_c_methods_are_plain() -> None:
     assert speed._plain_name("<built-in method torch.cuda.synchronize>") == "synchronize"
     assert speed._plain_name("<built-in method synchronize>") == "synchronize"
     assert speed._plain_name("collective_rpc") == "collective_rpc"
+
+
+def test_readme_gpu_block_is_the_committed_reports_rendering() -> None:
+    """README's GPU figures are written by `python -m patchwheel.verify.gpu.readme` from the
+    committed report they name, never typed."""
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "README.md").read_text("utf-8")
+    shown = text.split(readme.START, 1)[1].split(readme.END, 1)[0].strip()
+    name = shown.split("`", 2)[1]
+    assert name.startswith("reports/gpu/") and (root / name).is_file(), name
+    assert shown == readme.block(root / name, name)

@@ -1,0 +1,58 @@
+"""README's GPU figures, written from a committed verify-gpu.json (never by hand).
+
+``python -m patchwheel.verify.gpu.readme reports/gpu/<run>.json README.md`` rewrites the block
+between README's ``<!-- verify-gpu -->`` and ``<!-- /verify-gpu -->`` markers with the
+report's summary (the same text as the ``.md`` the session writes beside the report), its
+headings one level down and the report's path named.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from patchwheel.errors import VerifyError
+from patchwheel.verify.gpu.report import check_schema, markdown_summary
+
+START = "<!-- verify-gpu -->"
+END = "<!-- /verify-gpu -->"
+
+
+def block(report: Path, shown_as: str) -> str:
+    """The README block for one report: its summary, headings demoted, title dropped."""
+    data = json.loads(report.read_text(encoding="utf-8"))
+    check_schema(data)
+    lines = markdown_summary(data).splitlines()
+    body = [("#" + line if line.startswith("## ") else line) for line in lines[1:]]
+    title = f"From `{shown_as}` (status **{data['status']}**):"
+    return "\n".join([title, *body]).strip()
+
+
+def rewrite(report: Path, readme: Path, shown_as: str | None = None) -> None:
+    """Replace README's verify-gpu block with the report's summary."""
+    text = readme.read_text(encoding="utf-8")
+    head, start, rest = text.partition(START)
+    _, end, tail = rest.partition(END)
+    if not (start and end):
+        raise VerifyError(f"{readme} has no {START} … {END} block to rewrite")
+    shown = shown_as or report.as_posix()
+    readme.write_text(f"{head}{START}\n{block(report, shown)}\n{END}{tail}", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        usage = "usage: python -m patchwheel.verify.gpu.readme REPORT.json README.md"
+        print(usage, file=sys.stderr)
+        return 2
+    try:
+        rewrite(Path(args[0]), Path(args[1]))
+    except (OSError, ValueError, VerifyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
