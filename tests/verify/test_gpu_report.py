@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,8 @@ from patchwheel.errors import VerifyError
 from patchwheel.verify import speed
 from patchwheel.verify.compare import Extracted
 from patchwheel.verify.families import FAMILIES, FamilySpec
-from patchwheel.verify.gpu import correctness, options, readme, report
+from patchwheel.verify.gpu import correctness, options, readme, report, throughput
+from patchwheel.verify.gpu.install import Runtime
 from patchwheel.verify.gpu.report import GpuReport, check_schema, markdown_summary
 from patchwheel.verify.plan import VerifyPlan
 from patchwheel.workspace import Workspace
@@ -291,6 +294,28 @@ def test_readme_gpu_block_is_the_committed_reports_rendering() -> None:
     root = Path(__file__).resolve().parents[2]
     text = (root / "README.md").read_text("utf-8")
     shown = text.split(readme.START, 1)[1].split(readme.END, 1)[0].strip()
-    name = shown.split("`", 2)[1]
-    assert name.startswith("reports/gpu/") and (root / name).is_file(), name
-    assert shown == readme.block(root / name, name)
+    names = re.findall(r"^From `([^`]+)`", shown, re.M)
+    assert names and all(n.startswith("reports/gpu/") and (root / n).is_file() for n in names)
+    assert shown == "\n\n".join(readme.block(root / n, n) for n in names)
+
+
+def test_each_timed_side_starts_with_empty_compilation_caches_of_its_own(tmp_path: Path) -> None:
+    """A side timed after another must not find its kernels compiled already (vLLM's, inductor's
+    and Triton's caches): every side's process gets empty cache folders of its own."""
+    python = tmp_path / "python"
+    python.write_text(
+        "#!/bin/sh\n"
+        f'exec {sys.executable} -c "import json, os, sys; '
+        "json.dump({k: os.environ.get(k) for k in sys.argv[1:4]}, open(sys.argv[-1], 'w'))\" "
+        'VLLM_CACHE_ROOT TORCHINDUCTOR_CACHE_DIR TRITON_CACHE_DIR "$@"\n'
+    )
+    python.chmod(0o755)
+    runtime = Runtime(python=str(python), env={"TRITON_CACHE_DIR": "/shared"}, site=tmp_path)
+    opts = options.options_from(parse("--work-dir", str(tmp_path / "w")), Workspace.at(tmp_path))
+    seen = [throughput._side(opts, runtime, "vllm", {}, name) for name in ("a", "b")]
+    for name, env in zip(("a", "b"), seen, strict=True):
+        assert set(env) == set(throughput.CACHE_VARIABLES)
+        for value in env.values():
+            assert value is not None and f"{name}.caches" in value
+            assert not Path(value).exists()  # empty: made by the side itself when it compiles
+    assert seen[0] != seen[1]

@@ -1,9 +1,9 @@
 """README's GPU figures, written from a committed verify-gpu.json (never by hand).
 
-``python -m patchwheel.verify.gpu.readme reports/gpu/<run>.json README.md`` rewrites the block
-between README's ``<!-- verify-gpu -->`` and ``<!-- /verify-gpu -->`` markers with the
-report's summary (the same text as the ``.md`` the session writes beside the report), its
-headings one level down and the report's path named.
+``python -m patchwheel.verify.gpu.readme reports/gpu/<run>.json [more.json …] README.md``
+rewrites the block between README's ``<!-- verify-gpu -->`` and ``<!-- /verify-gpu -->``
+markers with each report's summary (the same text as the ``.md`` the session writes beside
+the report), its headings one level down and the report's path named.
 """
 
 from __future__ import annotations
@@ -29,25 +29,25 @@ def block(report: Path, shown_as: str) -> str:
     return "\n".join([title, *body]).strip()
 
 
-def rewrite(report: Path, readme: Path, shown_as: str | None = None) -> None:
-    """Replace README's verify-gpu block with the report's summary."""
+def rewrite(reports: list[Path], readme: Path) -> None:
+    """Replace README's verify-gpu block with the reports' summaries, in the order given."""
     text = readme.read_text(encoding="utf-8")
     head, start, rest = text.partition(START)
     _, end, tail = rest.partition(END)
     if not (start and end):
         raise VerifyError(f"{readme} has no {START} … {END} block to rewrite")
-    shown = shown_as or report.as_posix()
-    readme.write_text(f"{head}{START}\n{block(report, shown)}\n{END}{tail}", encoding="utf-8")
+    blocks = "\n\n".join(block(report, report.as_posix()) for report in reports)
+    readme.write_text(f"{head}{START}\n{blocks}\n{END}{tail}", encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        usage = "usage: python -m patchwheel.verify.gpu.readme REPORT.json README.md"
+    if len(args) < 2:
+        usage = "usage: python -m patchwheel.verify.gpu.readme REPORT.json [REPORT.json …] README"
         print(usage, file=sys.stderr)
         return 2
     try:
-        rewrite(Path(args[0]), Path(args[1]))
+        rewrite([Path(a) for a in args[:-1]], Path(args[-1]))
     except (OSError, ValueError, VerifyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -12,6 +12,7 @@ records its engine's effective ones. Start-up is the same on every side: cold pr
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -28,8 +29,16 @@ SPEED_SCRIPT = Path(__file__).parent.parent / "speed.py"
 GOAL_RATIO = 0.95
 STARTUP_DEFINITION = (
     "cold process start (the parent's launch of the side's process) to the first result "
-    "(the first prompt's generate call returned), the same on every side"
+    "(the first prompt's generate call returned), the same on every side, each side with "
+    "empty compilation caches of its own (vLLM's, inductor's, Triton's)"
 )
+# Where vLLM, inductor and Triton keep compiled code between processes. A side that ran after
+# another would find its kernels compiled already and start faster: each side gets empty ones.
+CACHE_VARIABLES = {
+    "VLLM_CACHE_ROOT": "vllm",
+    "TORCHINDUCTOR_CACHE_DIR": "inductor",
+    "TRITON_CACHE_DIR": "triton",
+}
 # A model that loads an H200-class GPU: ~1.1 B parameters, Llama layout.
 BENCH_SPEC = TinyLlamaSpec(
     seed=1234,
@@ -151,7 +160,13 @@ def _side(
     out = bench / f"{name}.json"
     out.unlink(missing_ok=True)
     log = bench / f"{name}.log"
-    env = {**runtime.env, "PATCHWHEEL_LAUNCHED_AT": repr(time.time())}
+    caches = bench / f"{name}.caches"
+    shutil.rmtree(caches, ignore_errors=True)
+    env = {
+        **runtime.env,
+        **{var: str(caches / sub) for var, sub in CACHE_VARIABLES.items()},
+        "PATCHWHEEL_LAUNCHED_AT": repr(time.time()),
+    }
     with log.open("w") as fh:
         try:
             proc = subprocess.run(
