@@ -26,7 +26,9 @@ def test_the_committed_vllm_0_26_target_builds_with_the_audit_and_no_drift(
     manifest = json.loads((root / "build" / "vllm-0.26" / "manifest.json").read_text())
     audit = manifest["audit"]
     assert "skipped" not in audit, audit
-    assert audit["provider"].startswith("vllm") and "0.26.0" in audit["provider"]
+    # the provider audited is the target's own (patched) vLLM, pinned at 0.26.0
+    assert audit["provider"] == "vllm (patched)", audit
+    assert manifest["pins"]["vllm"]["pin"] == "vllm==0.26.0", manifest["pins"]
     assert audit["findings"] == 0 and audit["symbols"] == [], audit
     assert audit["allowed"] is False
     versions = {w["distribution"]: w["version"] for w in manifest["wheels"]}
