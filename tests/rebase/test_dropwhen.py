@@ -93,7 +93,13 @@ def test_every_predicate_of_the_committed_series_evaluates() -> None:
 
 def test_pin_versions_from_the_lock() -> None:
     entries = [
-        LockedPin("speculators", "speculators==0.4.0", "sdist", sha256="0" * 64),
+        LockedPin(
+            "speculators",
+            "speculators==0.4.0",
+            "sdist",
+            sha256="0" * 64,
+            filename="speculators-0.4.0.tar.gz",
+        ),
         LockedPin(
             "vllm",
             "vllm @ git+https://example.com/vllm@" + "a" * 40,
@@ -101,7 +107,13 @@ def test_pin_versions_from_the_lock() -> None:
             commit="a" * 40,
             version="0.33.1rc1.dev5+gaaaaaaaaa",
         ),
-        LockedPin("vllm:cpu", "vllm @ https://example.com/x.whl", "wheel", sha256="1" * 64),
+        LockedPin(
+            "vllm:cpu",
+            "vllm @ https://example.com/vllm-0.33.0-py3-none-any.whl",
+            "wheel",
+            sha256="1" * 64,
+            filename="vllm-0.33.0-py3-none-any.whl",
+        ),
         LockedPin("other", "other @ ./src", "directory"),
     ]
     assert pin_versions(entries) == {
