@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from patchwheel.audit import AuditReport, Kind, MypyEngine, run_audit
-from patchwheel.patching.patches import DirTree, apply_patch, read_series
+from patchwheel.patching.apply import apply_patch
+from patchwheel.patching.patches import DirTree, read_series
 from patchwheel.upstream.cache import Cache
 from patchwheel.upstream.sources import source_tree
 

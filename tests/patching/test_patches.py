@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from patchwheel.errors import ConfigError, PatchError
+from patchwheel.patching.apply import apply_patch
 from patchwheel.patching.patches import (
     DirTree,
-    apply_patch,
     commit_date,
     parse_patch,
     read_series,

@@ -22,14 +22,8 @@ from patchwheel import atomic, console
 from patchwheel.config.targets import load_target
 from patchwheel.errors import PatchError, VendorError
 from patchwheel.patching import vendor, vendor_git
-from patchwheel.patching.patches import (
-    SERIES_FILE,
-    Patch,
-    apply_patch,
-    missing_fields,
-    parse_patch,
-    read_series,
-)
+from patchwheel.patching.apply import apply_patch
+from patchwheel.patching.patches import SERIES_FILE, Patch, missing_fields, parse_patch, read_series
 from patchwheel.workspace import Workspace
 
 NAME_MAX = 64  # git format-patch's default file-name limit, suffix included

@@ -21,7 +21,8 @@ import git
 
 from patchwheel import atomic, console
 from patchwheel.errors import VendorError
-from patchwheel.patching.patches import DirTree, Offset, Patch, apply_patch, commit_date
+from patchwheel.patching.apply import apply_patch
+from patchwheel.patching.patches import DirTree, Offset, Patch, commit_date
 from patchwheel.upstream import gitsrc
 
 STATE_FILE = "patchwheel-state.json"

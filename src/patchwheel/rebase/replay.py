@@ -28,16 +28,8 @@ from packaging.version import Version
 from patchwheel import console
 from patchwheel.errors import PatchError, VendorError
 from patchwheel.patching import vendor, vendor_git
-from patchwheel.patching.patches import (
-    DEV_NULL,
-    DirTree,
-    Offset,
-    Patch,
-    apply_patch,
-    hunk_sides,
-    split_lines,
-    strip_prefix,
-)
+from patchwheel.patching.apply import apply_patch, hunk_sides, split_lines
+from patchwheel.patching.patches import DEV_NULL, DirTree, Offset, Patch, strip_prefix
 from patchwheel.rebase import dropwhen, present, rerere
 from patchwheel.rebase.state import PatchState, ProjectState
 

@@ -16,7 +16,8 @@ from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
 from patchwheel.errors import BuildError, PatchError
-from patchwheel.patching.patches import Offset, Patch, apply_patch
+from patchwheel.patching.apply import apply_patch
+from patchwheel.patching.patches import Offset, Patch
 from patchwheel.wheels.names import find_dist_info, parse_wheel_name, wheel_filename
 from patchwheel.wheels.record import SIGNATURE_FILES, read_record, record_hash
 from patchwheel.wheels.writer import DateTime, WheelWriter, set_metadata_version
