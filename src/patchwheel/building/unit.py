@@ -93,6 +93,8 @@ def _provenance(unit: Unit) -> bytes:
             {"name": p.name, "sha256": p.sha256, "subject": p.subject} for p in unit.patches
         ],
     }
+    if unit.extras:
+        data["extras"] = {e.name: list(e.requires) for e in unit.extras}
     return (json.dumps(data, indent=2) + "\n").encode()
 
 
@@ -111,11 +113,18 @@ def _source_build(unit: Unit, vendor_dir: Path, staging: Path) -> tuple[Path, di
         label=unit.label,
         provenance=_provenance(unit),
         date_time=epoch_date_time(epoch),
+        extras=unit.extras,
+        distributions=unit.distributions,
     )
-    details = {
+    details: dict[str, Any] = {
         "upstream-version": result.upstream_version,
         "dropped-requirements": result.dropped_requirements,
     }
+    if unit.extras:
+        details["extras"] = {
+            "removed": list(result.extras.removed),
+            "added": list(result.extras.added),
+        }
     return result.path, details
 
 
@@ -142,8 +151,10 @@ def _overlay_build(unit: Unit, staging: Path, cache: Cache) -> tuple[Path, dict[
         date_time=epoch_date_time(archive_epoch(wheel)),
         root=unit.project.wheel_root,
         filename=entry.filename,
+        extras=unit.extras,
+        distributions=unit.distributions,
     )
-    details = {
+    details: dict[str, Any] = {
         "upstream-wheel": entry.filename,
         "replaced": result.replaced,
         "added": result.added,
@@ -151,6 +162,11 @@ def _overlay_build(unit: Unit, staging: Path, cache: Cache) -> tuple[Path, dict[
         "not-in-wheel": result.skipped,
         "offsets": [str(o) for o in result.offsets],
     }
+    if unit.extras:
+        details["extras"] = {
+            "removed": list(result.extras.removed),
+            "added": list(result.extras.added),
+        }
     return result.path, details
 
 

