@@ -72,36 +72,27 @@ def _families(text: str) -> tuple[str, ...]:
 def run(args: argparse.Namespace) -> int:
     """Verify the target's built wheels on CPU (raises VerifyError on any mismatch)."""
     from patchwheel.config.targets import load_target
-    from patchwheel.verify.consumer import cpu_commands, extra_indexes_for
-    from patchwheel.verify.cpu import verify_cpu  # imported when the verb runs
+    from patchwheel.verify.consumer import extra_indexes_for
+    from patchwheel.verify.cpu import verify_as_user  # imported when the verb runs
     from patchwheel.verify.family_check import CPU_FAMILIES
-    from patchwheel.verify.userpath import UserPathPlan
 
     workspace = _context.workspace(args)
     name = _context.target_name(args)
-    target_dir = workspace.target_dir(name)
-    work_dir = workspace.work_dir(name, "verify-cpu")
     indexes = args.torch_index
     if indexes is not None:
         indexes = [u for u in indexes if u != "none"]
     else:
         indexes = extra_indexes_for(os.environ)
-    commands = cpu_commands(
+    verify_as_user(
         load_target(workspace.patches, name),
-        target_dir,
-        work_dir / "venv",
+        workspace.target_dir(name),
+        workspace.work_dir(name, "verify-cpu"),
         installer=args.installer,
         extra_index_urls=indexes,
-    )
-    verify_cpu(
-        target_dir,
-        index_dir=target_dir / "simple",
-        work_dir=work_dir,
+        families=CPU_FAMILIES if args.families is None else args.families,
+        user_path=not args.no_user_path,
         reuse_venv=args.reuse_venv,
         timeout_s=args.timeout,
         console=console.stderr,
-        commands=commands,
-        user_path=None if args.no_user_path else UserPathPlan(),
-        families=CPU_FAMILIES if args.families is None else args.families,
     )
     return 0

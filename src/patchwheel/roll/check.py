@@ -6,14 +6,16 @@ audit finds, verify.
   reports is drift the roll introduced. The wheels are built either way (the report says so).
 * **bisect** — when the audit finds drift: the first upstream commit between the old and the new
   commit that introduces it (``patchwheel.bisect``, called from :func:`run_bisect`).
-* **verify** — on CPU where the target has a ``cpu`` variant: speculators' extraction against
-  transformers (``extraction``), or the install check (``install``: what a stack without vLLM,
+* **verify** — on CPU where the target has a ``cpu`` variant: what ``nox -s verify`` runs
+  (README's install commands, the model families against both oracles, speculators' library
+  pipeline: ``extraction``), or the install check (``install``: what a stack without vLLM,
   such as the tests' tiny targets, can run). Without a CPU variant the GPU session verifies it;
   the report gives its commands.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +36,8 @@ from patchwheel.roll.state import RollState
 from patchwheel.upstream import gitsrc
 from patchwheel.upstream.cache import Cache
 from patchwheel.upstream.sources import source_tree_of
-from patchwheel.verify.cpu import verify_cpu
+from patchwheel.verify.consumer import extra_indexes_for
+from patchwheel.verify.cpu import verify_as_user
 from patchwheel.verify.installed import verify_install
 from patchwheel.workspace import Workspace
 
@@ -294,10 +297,11 @@ def verify(workspace: Workspace, state: RollState, target: Target) -> dict[str, 
                 "packages": installed.packages,
                 "report": "verify-install.json",
             }
-        report = verify_cpu(
+        report = verify_as_user(
+            target,
             target_dir,
-            index_dir=target_dir / "simple",
-            work_dir=workspace.work_dir(name, "verify-cpu"),
+            workspace.work_dir(name, "verify-cpu"),
+            extra_index_urls=extra_indexes_for(os.environ),
             console=console.stderr,
         )
         return {

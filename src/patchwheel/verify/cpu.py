@@ -21,10 +21,11 @@ from pathlib import Path
 from rich.console import Console
 
 from patchwheel import manifest
+from patchwheel.config.targets import Target
 from patchwheel.errors import VerifyError
-from patchwheel.index.consumer import Command
+from patchwheel.index.consumer import Command, Installer
 from patchwheel.verify.compare import RTOL
-from patchwheel.verify.consumer import InstallRecord, install_as_consumer
+from patchwheel.verify.consumer import InstallRecord, cpu_commands, install_as_consumer
 from patchwheel.verify.extraction import (
     EXTRACT_SCRIPT,
     Extraction,
@@ -32,7 +33,12 @@ from patchwheel.verify.extraction import (
     load_extraction,
     run_script,
 )
-from patchwheel.verify.family_check import SideRun, check_families, family_failures
+from patchwheel.verify.family_check import (
+    CPU_FAMILIES,
+    SideRun,
+    check_families,
+    family_failures,
+)
 from patchwheel.verify.install import (
     BuiltWheel,
     Venv,
@@ -315,3 +321,39 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def verify_as_user(
+    target: Target,
+    target_build_dir: Path,
+    work_dir: Path,
+    *,
+    installer: Installer = "uv",
+    extra_index_urls: Sequence[str] | None = None,
+    families: tuple[str, ...] = CPU_FAMILIES,
+    user_path: bool = True,
+    reuse_venv: bool = False,
+    timeout_s: float = 900.0,
+    console: Console | None = None,
+) -> VerifyReport:
+    """`nox -s verify`: :func:`verify_cpu` with the venv made by README's CPU install commands
+    (``installer``'s; ``extra_index_urls`` replaces the declared extra indexes, None keeps
+    them), the model families against both oracles and speculators' library pipeline."""
+    commands = cpu_commands(
+        target,
+        target_build_dir,
+        work_dir / "venv",
+        installer=installer,
+        extra_index_urls=extra_index_urls,
+    )
+    return verify_cpu(
+        target_build_dir,
+        index_dir=target_build_dir / "simple",
+        work_dir=work_dir,
+        reuse_venv=reuse_venv,
+        timeout_s=timeout_s,
+        console=console,
+        commands=commands,
+        user_path=UserPathPlan() if user_path else None,
+        families=families,
+    )
