@@ -157,6 +157,10 @@ def write_target(world: World, root: Path, patches: tuple[str, ...] = ("0001", "
             build = "source"
             pin = "speculators @ git+{world.speculators.as_uri()}@v0.1.0"
 
+            [projects.speculators.extras]
+            datagen = ["vllm:cuda"]
+            datagen-cpu = ["vllm:cpu"]
+
             [projects.vllm]
             build = "overlay"
             pin = "vllm @ git+{world.vllm.as_uri()}@{n1.commit}"

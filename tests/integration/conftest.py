@@ -104,10 +104,6 @@ def cpu_verified(default_build: DefaultBuild, cpu_work: Path) -> Verified:
 def build_variant(root: Path, cache: Path, patch_names: list[str]) -> Path:
     """`patchwheel build` of the default target with only `patch_names` in its speculators
     series (in the series' order); return the checkout root (build/ and build/simple inside)."""
-    # The build refuses wheels whose datagen extra does not admit the pinned vLLM: every
-    # variant keeps the build-metadata patch that names it (it touches pyproject.toml only).
-    extras = [n for n in series_names() if "datagen-extras" in n]
-    patch_names = [*patch_names, *(n for n in extras if n not in patch_names)]
     source = support.REPO_ROOT / "patches" / TARGET
     dest = root / "patches" / TARGET
     (dest / "speculators").mkdir(parents=True)

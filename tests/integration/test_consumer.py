@@ -51,6 +51,10 @@ default = true
 build = "source"
 pin = "speculators @ git+{upstream}@v0.3.0"
 
+[projects.speculators.extras]
+datagen = ["tinyvllm:cuda"]
+datagen-cpu = ["tinyvllm:cpu"]
+
 [projects.tinyvllm]
 build = "overlay"
 pin = "tinyvllm==0.32.0"
@@ -127,19 +131,12 @@ def tinyvllm_wheel(out: Path, distribution: str, version: str) -> Path:
 
 
 def make_speculators_upstream(path: Path) -> str:
-    """speculators 0.3.0 in git whose datagen extra names tinyvllm 0.11.0; two patches on top
-    (a greeting, the extras naming the target's tinyvllm); returns the tag's commit."""
+    """speculators 0.3.0 in git whose datagen extra names tinyvllm 0.11.0; returns the tag's
+    commit (one patch goes on top: a greeting; target.toml pins the extras)."""
     support.make_upstream(path, name="speculators", version="0.3.0")
     support.commit_file(path, "pyproject.toml", UPSTREAM_PYPROJECT, "requirements")
     support.run_git(path, "tag", "-f", "v0.3.0")
     return support.run_git(path, "rev-parse", "v0.3.0")
-
-
-def extras_patch(text: str) -> str:
-    return text.replace(
-        'datagen = ["tinyvllm==0.11.0"]',
-        'datagen = ["tinyvllm==0.32.0"]\ndatagen-cpu = ["tinyvllm-cpu==0.32.0"]',
-    )
 
 
 @pytest.fixture(scope="module")
@@ -154,9 +151,6 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
         lambda t: t.replace('"hello "', '"patched hello "'),
         "core: a patched greeting",
     )
-    support.edit_and_commit(
-        upstream, "pyproject.toml", extras_patch, "build: the datagen extras name tinyvllm 0.32.0"
-    )
     root = base / "checkout"
     support.format_patches(upstream, tag, root / "patches" / "tiny" / "speculators")
     files = base / "upstream-files"
@@ -166,6 +160,13 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
         support.make_sdist(tinyvllm_src, files, "tinyvllm", "0.32.0"),
         tinyvllm_wheel(files, "tinyvllm", "0.32.0"),
         tinyvllm_wheel(files, "tinyvllm-cpu", "0.32.0"),
+    ]
+    # the next release, for the test that moves the pins (the extras must follow)
+    support.make_upstream(base / "tinyvllm-next", name="tinyvllm", version="0.33.0")
+    artifacts += [
+        support.make_sdist(base / "tinyvllm-next", files, "tinyvllm", "0.33.0"),
+        tinyvllm_wheel(files, "tinyvllm", "0.33.0"),
+        tinyvllm_wheel(files, "tinyvllm-cpu", "0.33.0"),
     ]
     index_env = {"PATCHWHEEL_INDEX_URL": support.write_index(base / "upstream-index", artifacts)}
     (root / "patches" / "tiny" / "target.toml").write_text(
@@ -281,11 +282,20 @@ def test_the_built_set_says_how_to_install_it(built: Built) -> None:
         "tinyvllm==0.32.0",
         "tinyvllm-cpu==0.32.0",
     ]
-    # The metadata patch made the extras name the target's tinyvllm (the build checked it).
+    # target.toml's [projects.speculators.extras] pinned the extras to the target's tinyvllm
+    # builds in place of upstream's tinyvllm==0.11.0 (and the build checked the set).
     speculators = next(w for w in manifest["wheels"] if w["distribution"] == "speculators")
     metadata = (built.target_dir / "wheels" / (speculators["filename"] + ".metadata")).read_text()
     assert 'Requires-Dist: tinyvllm==0.32.0; extra == "datagen"' in metadata
     assert 'Requires-Dist: tinyvllm-cpu==0.32.0; extra == "datagen-cpu"' in metadata
+    assert "tinyvllm==0.11.0" not in metadata and "Provides-Extra: datagen-cpu" in metadata
+    assert speculators["details"]["extras"] == {
+        "removed": ['tinyvllm==0.11.0; extra == "datagen"'],
+        "added": [
+            'tinyvllm==0.32.0; extra == "datagen"',
+            'tinyvllm-cpu==0.32.0; extra == "datagen-cpu"',
+        ],
+    }
 
 
 def test_pip_installs_the_built_set_though_the_public_index_has_a_higher_speculators(
@@ -551,13 +561,14 @@ def test_readme_cpu_command_resolves_the_built_set_against_pypi(
     assert "vllm" not in chosen
 
 
-def test_a_series_that_leaves_an_inconsistent_pin_is_refused(built: Built, tmp_path: Path) -> None:
+def test_a_target_that_leaves_an_inconsistent_pin_is_refused(built: Built, tmp_path: Path) -> None:
     root = tmp_path / "checkout"
     copy_tree(built.root, root)
-    series = root / "patches" / "tiny" / "speculators" / "series"
-    lines = series.read_text().splitlines()
-    series.write_text("\n".join(ln for ln in lines if "datagen-extras" not in ln) + "\n")
-    assert series.read_text() != "\n".join(lines) + "\n"
+    target = root / "patches" / "tiny" / "target.toml"
+    text = target.read_text()
+    table = 'datagen = ["tinyvllm:cuda"]\ndatagen-cpu = ["tinyvllm:cpu"]\n'
+    assert table in text
+    target.write_text(text.replace(table, 'datagen-cpu = ["tinyvllm:cpu"]\n'))
     co = Checkout(root=root, cache=built.cache, upstream=root)
     before = snapshot_build(co)
 
@@ -572,8 +583,37 @@ def test_a_series_that_leaves_an_inconsistent_pin_is_refused(built: Built, tmp_p
         "the version this target pins"
     ) in err
     assert "speculators-0.3.0+pw" in err and "-py3-none-any.whl: Requires-Dist" in err
+    assert (
+        "Pin the extra to this target's build in patches/tiny/target.toml: "
+        '[projects.speculators.extras] datagen = ["<project>" or "<project>:<variant>"]'
+    ) in err
     assert "Traceback" not in result.stderr
     assert snapshot_build(co) == before
+
+
+def test_new_pins_carry_the_extras_along_with_no_change_to_the_series(
+    built: Built, tmp_path: Path
+) -> None:
+    """What a rebase or roll onto the next release does to the pins: the extras follow them
+    (a patch that wrote tinyvllm==0.32.0 into pyproject.toml would not)."""
+    root = tmp_path / "checkout"
+    copy_tree(built.root, root)
+    target = root / "patches" / "tiny" / "target.toml"
+    target.write_text(target.read_text().replace("==0.32.0", "==0.33.0"))
+    series = (root / "patches" / "tiny" / "speculators" / "series").read_text()
+    for args in (("lock",), ("build", "--no-audit")):
+        result = support.patchwheel(root, *args, cache=built.cache, env=built.index_env)
+        assert result.returncode == 0, result.stderr
+    manifest = json.loads((root / "build" / "tiny" / "manifest.json").read_text())
+    speculators = next(w for w in manifest["wheels"] if w["distribution"] == "speculators")
+    metadata = root / "build" / "tiny" / "wheels" / (speculators["filename"] + ".metadata")
+    lines = [ln for ln in metadata.read_text().splitlines() if "tinyvllm" in ln]
+    assert lines == [
+        'Requires-Dist: tinyvllm==0.33.0; extra == "datagen"',
+        'Requires-Dist: tinyvllm-cpu==0.33.0; extra == "datagen-cpu"',
+    ]
+    assert speculators["version"] != built.version("speculators")  # a new build key
+    assert (root / "patches" / "tiny" / "speculators" / "series").read_text() == series
 
 
 def test_a_changed_consumer_table_rewrites_the_consumer_set_only(

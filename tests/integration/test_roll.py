@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from tests import support
 from tests.roll_world import World, make_world, write_target
@@ -87,6 +88,13 @@ def test_roll_to_the_next_nightly_is_green(world: World, tmp_path: Path) -> None
     versions = {w["variant"]: w["version"] for w in manifest["wheels"] if w["project"] == "vllm"}
     assert versions["cuda"].startswith(n2.version + ".pw")  # the channel's label, composed
     assert versions["cpu"].startswith(n2.version + ".cpu.pw")
+    # the pinned extras followed the nightly (both variants are the distribution vllm)
+    speculators = next(w for w in manifest["wheels"] if w["project"] == "speculators")
+    public = Version(n2.version).public
+    assert speculators["details"]["extras"]["added"] == [
+        f'vllm=={public}; extra == "datagen"',
+        f'vllm=={public}; extra == "datagen-cpu"',
+    ]
     md = (co.root / "build" / "nightly" / "roll.md").read_text()
     assert "green: rebased, built, audited and verified" in md and n2.version in md
     assert (co.root / "build" / "nightly" / "rebase.md").is_file()

@@ -457,6 +457,9 @@ def _speculators_target(root: Path, cache: Path, *, vllm: str | None = None) -> 
     if vllm:
         text += textwrap.dedent(
             f"""
+            [projects.speculators.extras]
+            datagen = ["vllm"]
+
             [projects.vllm]
             build = "overlay"
             pin = "vllm=={vllm}"
@@ -512,14 +515,6 @@ def test_speculators_for_the_gpu_image(tmp_path: Path, shared_cache_dir: Path) -
     ]
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "since 2026-12-01 the series' patch 0025 names vLLM 0.32.0 in the datagen extras and "
-        "the build-time consistency check refuses the test's gpu target pinned at 0.26.0: the"
-        " test's target must carry the vllm-0.26 series' 0025"
-    ),
-)
 @pytest.mark.network
 @pytest.mark.slow
 def test_vllm_0_26_closure_for_the_gpu_image(tmp_path: Path, shared_cache_dir: Path) -> None:
