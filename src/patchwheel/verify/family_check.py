@@ -23,7 +23,13 @@ from typing import Any
 
 from rich.console import Console
 
-from patchwheel.verify.compare import Extracted, TensorCheck, compare_call, max_error_per_layer
+from patchwheel.verify.compare import (
+    Calls,
+    TensorCheck,
+    as_reference,
+    compare_all,
+    max_error_per_layer,
+)
 from patchwheel.verify.extraction import (
     EXTRACT_SCRIPT,
     Extraction,
@@ -39,9 +45,6 @@ CPU_FAMILIES = ("llama", "qwen3", "qwen3_moe")
 ORACLE_SCRIPT = EXTRACT_SCRIPT.with_name("oracle.py")
 LAYERS = (0, 1, 2, 3)  # every layer of the 4-layer family models
 MAX_NUM_SEQS = 32  # speculators' generator schedules at most 32 sequences a step
-
-Calls = list[list[list[int]]]
-Reference = list[list[list[Any]]]  # [call][prompt][layer] tensors
 
 
 def family_plan(spec: FamilySpec) -> VerifyPlan:
@@ -70,21 +73,6 @@ def summarize(checks: list[TensorCheck]) -> dict[str, Any]:
         "failed": failed[:20],
         "failed_count": len(failed),
     }
-
-
-def as_reference(results: list[list[Extracted]]) -> Reference:
-    """A side's rows in the shape compare_call takes as its reference."""
-    return [[list(r.hidden_states) for r in call] for call in results]
-
-
-def compare_all(
-    plan: VerifyPlan, calls: Calls, got: list[list[Extracted]], reference: Reference
-) -> list[TensorCheck]:
-    """Every (call, prompt, layer) of ``got`` against ``reference`` by compare.py's rules."""
-    checks: list[TensorCheck] = []
-    for c, prompts in enumerate(calls):
-        checks.extend(compare_call(c, prompts, got[c], reference[c], plan.layer_ids, plan.dtype))
-    return checks
 
 
 @dataclass(frozen=True)
