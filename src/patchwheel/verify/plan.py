@@ -9,7 +9,6 @@ repeat of a first-call prompt (a prefix-cache hit would skip its forward pass).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,14 +60,13 @@ class VerifyPlan:
         return calls
 
 
-def write_request(
-    plan: VerifyPlan, model_dir: Path, calls: list[list[list[int]]], path: Path
-) -> None:
-    """The request file the extraction script reads."""
-    request = {
+def extraction_request(
+    plan: VerifyPlan, model_dir: Path, calls: list[list[list[int]]]
+) -> dict[str, Any]:
+    """The request the extraction script reads (its ``request.json``)."""
+    return {
         "model_dir": str(model_dir),
         "layer_ids": list(plan.layer_ids),
         "generator": plan.generator_kwargs(),
         "calls": calls,
     }
-    path.write_text(json.dumps(request), encoding="utf-8")
