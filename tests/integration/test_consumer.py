@@ -18,7 +18,6 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -30,14 +29,14 @@ from patchwheel.index.serve import IndexServer
 from patchwheel.verify.consumer import extra_indexes_for
 from tests import support
 from tests.conftest import Checkout, DefaultBuild, copy_tree
-from tests.integration.test_build import snapshot_build
-from tests.integration.test_publish import (
+from tests.integration.pypiserver_support import (
     NULL_KEYRING,
     PypiServer,
     clean_pip_env,
     free_port,
     start_pypiserver,
 )
+from tests.integration.test_build import snapshot_build
 
 pytestmark = pytest.mark.filterwarnings("ignore:'crypt' is deprecated:DeprecationWarning")
 
@@ -87,20 +86,8 @@ where = ["src"]
 """
 
 
-@dataclass
-class Built:
+class Built(support.BuiltTiny):
     """The built tiny target: its checkout root, cache and the upstream index it came from."""
-
-    root: Path
-    cache: Path
-    index_env: dict[str, str]
-
-    @property
-    def target_dir(self) -> Path:
-        return self.root / "build" / "tiny"
-
-    def manifest(self) -> dict:
-        return json.loads((self.target_dir / "manifest.json").read_text())
 
     def version(self, distribution: str) -> str:
         return next(
@@ -171,11 +158,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     (root / "patches" / "tiny" / "target.toml").write_text(
         TARGET.format(upstream=upstream.as_uri())
     )
-    cache = base / "cache"
-    for args in (("lock",), ("build", "--no-audit")):
-        result = support.patchwheel(root, *args, cache=cache, env=index_env)
-        assert result.returncode == 0, result.stderr
-    return Built(root, cache, index_env)
+    return Built.lock_and_build(root, base / "cache", index_env)
 
 
 @pytest.fixture(scope="module")
