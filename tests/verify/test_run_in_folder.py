@@ -5,74 +5,23 @@ from __future__ import annotations
 import json
 import os
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from patchwheel.errors import VerifyError
 from patchwheel.verify.extraction import EXTRACT_SCRIPT, run_in_folder
-
-# A stand-in speculators whose generator returns, for every prompt, its ids and one tensor per
-# layer filled with (layer + prompt length); an empty prompt raises.
-GENERATOR = """\
-    import torch
+from tests.verify.fake_speculators import fake_site
 
 
-    class _Config:
-        def __init__(self, **fields):
-            self.__dict__.update(fields)
-
-
-    class _Executor:
-        def collective_rpc(self, method):
-            return []
-
-        def shutdown(self):
-            pass
-
-
-    class VllmHiddenStatesGenerator:
-        def __init__(self, model_path, layer_ids=None):
-            self.layer_ids = layer_ids
-            self.executor = _Executor()
-            self.vllm_config = _Config(
-                scheduler_config=_Config(max_num_batched_tokens=256),
-                parallel_config=_Config(tensor_parallel_size=1),
-                model_config=_Config(dtype="float32", max_model_len=64, enforce_eager=True),
-                cache_config=_Config(gpu_memory_utilization=0.1, enable_prefix_caching=False),
-                compilation_config=_Config(),
-                device_config=_Config(device="cpu"),
-            )
-
-        def generate(self, token_ids):
-            if any(not ids for ids in token_ids):
-                raise ValueError("an empty prompt")
-            return [
-                {
-                    "input_ids": torch.tensor(ids),
-                    "hidden_states": [
-                        torch.full((len(ids), 2), float(k + len(ids)))
-                        for k in range(len(self.layer_ids))
-                    ],
-                }
-                for ids in token_ids
-            ]
-    """
-
-
-def fake_site(root: Path) -> Path:
-    site = root / "site"
-    package = site / "speculators" / "data_generation"
-    package.mkdir(parents=True)
-    (site / "speculators" / "__init__.py").write_text("")
-    (package / "__init__.py").write_text("")
-    (package / "vllm_hidden_states_generator.py").write_text(textwrap.dedent(GENERATOR))
-    return site
-
-
-def request(calls: list[list[list[int]]], model_dir: Path) -> dict[str, object]:
-    return {"model_dir": str(model_dir), "layer_ids": [0, 3], "generator": {}, "calls": calls}
+def request(calls: list[list[list[int]]], model_dir: Path, mode: int) -> dict[str, object]:
+    """Layers 0 and 3 of the stand-in generator (fake_speculators) in ``mode``."""
+    return {
+        "model_dir": str(model_dir),
+        "layer_ids": [0, 3],
+        "generator": {"mode": mode},
+        "calls": calls,
+    }
 
 
 def test_the_script_runs_from_a_fresh_folder_and_its_rows_are_read_back(tmp_path: Path) -> None:
@@ -81,7 +30,7 @@ def test_the_script_runs_from_a_fresh_folder_and_its_rows_are_read_back(tmp_path
     out.mkdir()
     (out / "stale.txt").write_text("from an earlier run")
     calls = [[[1, 2, 3], [4]], [[5, 6]]]
-    asked = request(calls, tmp_path)
+    asked = request(calls, tmp_path, mode=3)
     env = {"PYTHONPATH": str(site), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
 
     extraction = run_in_folder(
@@ -101,14 +50,14 @@ def test_the_script_runs_from_a_fresh_folder_and_its_rows_are_read_back(tmp_path
 
 def test_a_crash_is_explained_under_the_sides_label(tmp_path: Path) -> None:
     site = fake_site(tmp_path)
-    calls = [[[1, 2]], [[]]]
+    calls = [[[1, 2]]]
     env = {"PYTHONPATH": str(site), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
 
     with pytest.raises(VerifyError) as info:
         run_in_folder(
             sys.executable,
             EXTRACT_SCRIPT,
-            request(calls, tmp_path),
+            request(calls, tmp_path, mode=0),
             tmp_path / "out",
             calls,
             env=env,
@@ -117,4 +66,4 @@ def test_a_crash_is_explained_under_the_sides_label(tmp_path: Path) -> None:
         )
     message = str(info.value)
     assert message.startswith("tiny extraction failed:")
-    assert "an empty prompt" in message
+    assert "vllm.v1.request.Request.__init__" in message
