@@ -238,6 +238,21 @@ def installed(venv: Path) -> dict[str, str]:
     return data
 
 
+def plain_install(venv: Path, env: dict[str, str]) -> dict[str, str]:
+    """``pip install speculators[datagen-cpu]`` into a fresh venv, no constraints, the index
+    that ``env`` names; what got installed (see :func:`installed`)."""
+    python = support.fresh_venv(venv)
+    result = subprocess.run(
+        [str(python), "-m", "pip", "install", "speculators[datagen-cpu]"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return installed(venv)
+
+
 def assert_built_cpu_set(built: Built, found: dict[str, str]) -> None:
     assert found["speculators"] == built.version("speculators")
     assert found["speculators"].startswith("0.3.0+pw")
@@ -377,17 +392,7 @@ def test_an_internal_pypiserver_serves_only_our_speculators(
 ) -> None:
     publish(built, internal, internal.env())
     # A consumer who knows only the internal index, without constraints: ours, never 0.9.0.
-    env = pip_env(internal.simple)
-    python = support.fresh_venv(tmp_path / "plain")
-    plain = subprocess.run(
-        [str(python), "-m", "pip", "install", "speculators[datagen-cpu]"],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    assert plain.returncode == 0, plain.stdout + plain.stderr
-    found = installed(tmp_path / "plain")
+    found = plain_install(tmp_path / "plain", pip_env(internal.simple))
     assert found["speculators"] == built.version("speculators") and found["who"] == "built"
     assert found["tinyvllm-cpu"] == "0.32.0" and found["publicdep"] == "1.0"
 
@@ -476,17 +481,7 @@ def test_a_devpi_stage_serves_only_our_speculators(
                 "PYTHON_KEYRING_BACKEND": NULL_KEYRING,
             },
         )
-        env = pip_env(stage + "+simple/")
-        python = support.fresh_venv(tmp_path / "venv")
-        result = subprocess.run(
-            [str(python), "-m", "pip", "install", "speculators[datagen-cpu]"],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-        )
-        assert result.returncode == 0, result.stdout + result.stderr
-        found = installed(tmp_path / "venv")
+        found = plain_install(tmp_path / "venv", pip_env(stage + "+simple/"))
         assert found["speculators"] == built.version("speculators") and found["who"] == "built"
         assert found["publicdep"] == "1.0"  # through the mirror of the public index
     finally:
