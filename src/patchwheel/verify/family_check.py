@@ -41,23 +41,11 @@ from patchwheel.verify.reference import load_reference_model, residual_stream
 CPU_FAMILIES = ("llama", "qwen3", "qwen3_moe")
 ORACLE_SCRIPT = EXTRACT_SCRIPT.with_name("oracle.py")
 LAYERS = (0, 1, 2, 3)  # every layer of the 4-layer family models
-MAX_NUM_SEQS = 32  # speculators' generator schedules at most 32 sequences a step
 
 
 def family_plan(spec: FamilySpec) -> VerifyPlan:
     """The verify plan's prompts and step budget over every layer of the family's model."""
     return VerifyPlan(layer_ids=LAYERS, spec=spec.tokenizer_spec)
-
-
-def oracle_settings(plan: VerifyPlan) -> dict[str, Any]:
-    """What the vLLM oracle is asked for (its engine records what it ran with)."""
-    return {
-        "dtype": plan.dtype,
-        "max_model_len": plan.max_model_len,
-        "max_num_batched_tokens": plan.max_num_batched_tokens,
-        "max_num_seqs": MAX_NUM_SEQS,
-        "gpu_memory_utilization": plan.gpu_memory_utilization,
-    }
 
 
 def summarize(checks: list[TensorCheck]) -> dict[str, Any]:
@@ -105,7 +93,7 @@ def check_family(family: str, work: Path, run: SideRun, console: Console) -> dic
             calls,
             f"{family} extraction",
         )
-    settings = oracle_settings(plan)
+    settings = plan.oracle_settings()
     with console.status(f"{family}: the vLLM oracle"):
         oracle = _run(
             run,

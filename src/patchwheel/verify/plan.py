@@ -22,6 +22,7 @@ DEFAULT_CALLS: tuple[tuple[int, ...], ...] = (
 )
 # (call, prompt) of DEFAULT_CALLS repeated verbatim at the end of the next call.
 REPEATED_PROMPT = (0, 2)
+MAX_NUM_SEQS = 32  # speculators' generator schedules at most 32 sequences a step
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,18 @@ class VerifyPlan:
             "tensor_parallel_size": 1,
             "dtype": self.dtype,
             "max_num_batched_tokens": self.max_num_batched_tokens,
+        }
+
+    def oracle_settings(self) -> dict[str, Any]:
+        """What the vLLM oracle is asked for: the generator's dtype, model length, step budget
+        and memory, and the generator's own sequences per step (its engine records what it
+        ran with)."""
+        return {
+            "dtype": self.dtype,
+            "max_model_len": self.max_model_len,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "max_num_seqs": MAX_NUM_SEQS,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
         }
 
     def prompts(self, model_dir: Path) -> list[list[list[int]]]:

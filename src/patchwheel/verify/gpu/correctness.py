@@ -49,7 +49,6 @@ TIMEOUT_S = 600
 LAYERS = (0, 1, 2, 3)  # every layer of the 4-layer family models
 # Long prompts: every one spans several 256-token steps, whatever a platform does to the budget.
 LONG_CALL = (1499, 999, 699, 299)
-MAX_NUM_SEQS = 32  # speculators' generator schedules at most 32 sequences a step
 
 
 @dataclass(frozen=True)
@@ -74,14 +73,7 @@ def family_plan(spec: FamilySpec, dtype: str) -> VerifyPlan:
 
 def requested_settings(plan: VerifyPlan, tp: int) -> dict[str, Any]:
     """The settings both vLLM sides are asked for (each records what its engine used)."""
-    return {
-        "dtype": plan.dtype,
-        "max_model_len": plan.max_model_len,
-        "max_num_batched_tokens": plan.max_num_batched_tokens,
-        "max_num_seqs": MAX_NUM_SEQS,
-        "gpu_memory_utilization": plan.gpu_memory_utilization,
-        "tensor_parallel_size": tp,
-    }
+    return {**plan.oracle_settings(), "tensor_parallel_size": tp}
 
 
 def extract_family(
