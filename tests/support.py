@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import json
 import os
 import subprocess
 import sys
@@ -13,7 +14,9 @@ import textwrap
 import venv
 import zipfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Self
 
 import git
 
@@ -255,3 +258,29 @@ def patchwheel(
         timeout=timeout,
         check=False,
     )
+
+
+@dataclass
+class BuiltTiny:
+    """A checkout whose target ``tiny`` the test locked and built: its root, its cache and the
+    environment naming the upstream index it locked from."""
+
+    root: Path
+    cache: Path
+    index_env: dict[str, str]
+
+    @classmethod
+    def lock_and_build(cls, root: Path, cache: Path, index_env: dict[str, str]) -> Self:
+        """``patchwheel lock`` then ``build --no-audit`` of ``root``; both must pass."""
+        for args in (("lock",), ("build", "--no-audit")):
+            result = patchwheel(root, *args, cache=cache, env=index_env)
+            assert result.returncode == 0, result.stderr
+        return cls(root, cache, index_env)
+
+    @property
+    def target_dir(self) -> Path:
+        return self.root / "build" / "tiny"
+
+    def manifest(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.target_dir / "manifest.json").read_text())
+        return data

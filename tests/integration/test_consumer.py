@@ -18,7 +18,6 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -30,14 +29,14 @@ from patchwheel.index.serve import IndexServer
 from patchwheel.verify.consumer import extra_indexes_for
 from tests import support
 from tests.conftest import Checkout, DefaultBuild, copy_tree
-from tests.integration.test_build import snapshot_build
-from tests.integration.test_publish import (
+from tests.integration.pypiserver_support import (
     NULL_KEYRING,
     PypiServer,
     clean_pip_env,
     free_port,
     start_pypiserver,
 )
+from tests.integration.test_build import snapshot_build
 
 pytestmark = pytest.mark.filterwarnings("ignore:'crypt' is deprecated:DeprecationWarning")
 
@@ -91,20 +90,8 @@ where = ["src"]
 """
 
 
-@dataclass
-class Built:
+class Built(support.BuiltTiny):
     """The built tiny target: its checkout root, cache and the upstream index it came from."""
-
-    root: Path
-    cache: Path
-    index_env: dict[str, str]
-
-    @property
-    def target_dir(self) -> Path:
-        return self.root / "build" / "tiny"
-
-    def manifest(self) -> dict:
-        return json.loads((self.target_dir / "manifest.json").read_text())
 
     def version(self, distribution: str) -> str:
         return next(
@@ -172,11 +159,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     (root / "patches" / "tiny" / "target.toml").write_text(
         TARGET.format(upstream=upstream.as_uri())
     )
-    cache = base / "cache"
-    for args in (("lock",), ("build", "--no-audit")):
-        result = support.patchwheel(root, *args, cache=cache, env=index_env)
-        assert result.returncode == 0, result.stderr
-    return Built(root, cache, index_env)
+    return Built.lock_and_build(root, base / "cache", index_env)
 
 
 @pytest.fixture(scope="module")
@@ -254,6 +237,21 @@ def installed(venv: Path) -> dict[str, str]:
     )
     data: dict[str, str] = json.loads(result.stdout)
     return data
+
+
+def plain_install(venv: Path, env: dict[str, str]) -> dict[str, str]:
+    """``pip install speculators[datagen-cpu]`` into a fresh venv, no constraints, the index
+    that ``env`` names; what got installed (see :func:`installed`)."""
+    python = support.fresh_venv(venv)
+    result = subprocess.run(
+        [str(python), "-m", "pip", "install", "speculators[datagen-cpu]"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return installed(venv)
 
 
 def assert_built_cpu_set(built: Built, found: dict[str, str]) -> None:
@@ -404,17 +402,7 @@ def test_an_internal_pypiserver_serves_only_our_speculators(
 ) -> None:
     publish(built, internal, internal.env())
     # A consumer who knows only the internal index, without constraints: ours, never 0.9.0.
-    env = pip_env(internal.simple)
-    python = support.fresh_venv(tmp_path / "plain")
-    plain = subprocess.run(
-        [str(python), "-m", "pip", "install", "speculators[datagen-cpu]"],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    assert plain.returncode == 0, plain.stdout + plain.stderr
-    found = installed(tmp_path / "plain")
+    found = plain_install(tmp_path / "plain", pip_env(internal.simple))
     assert found["speculators"] == built.version("speculators") and found["who"] == "built"
     assert found["tinyvllm-cpu"] == "0.32.0" and found["publicdep"] == "1.0"
 
@@ -503,17 +491,7 @@ def test_a_devpi_stage_serves_only_our_speculators(
                 "PYTHON_KEYRING_BACKEND": NULL_KEYRING,
             },
         )
-        env = pip_env(stage + "+simple/")
-        python = support.fresh_venv(tmp_path / "venv")
-        result = subprocess.run(
-            [str(python), "-m", "pip", "install", "speculators[datagen-cpu]"],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-        )
-        assert result.returncode == 0, result.stdout + result.stderr
-        found = installed(tmp_path / "venv")
+        found = plain_install(tmp_path / "venv", pip_env(stage + "+simple/"))
         assert found["speculators"] == built.version("speculators") and found["who"] == "built"
         assert found["publicdep"] == "1.0"  # through the mirror of the public index
     finally:

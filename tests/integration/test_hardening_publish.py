@@ -16,82 +16,24 @@ from __future__ import annotations
 
 import hashlib
 import json
-import secrets
-import socket
 import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from passlib.apache import HtpasswdFile
 
 from . import hardening_support as hs
+from .pypiserver_support import PypiServer, start_pypiserver
 
 pytestmark = pytest.mark.filterwarnings("ignore:'crypt' is deprecated:DeprecationWarning")
 
 
-@dataclass
-class Server:
-    url: str
-    packages: Path
-    username: str
-    password: str
-
-    def env(self) -> dict[str, str]:
-        return {
-            "TWINE_USERNAME": self.username,
-            "TWINE_PASSWORD": self.password,
-            "PYTHON_KEYRING_BACKEND": "keyring.backends.null.Keyring",
-        }
-
-    def files(self) -> list[str]:
-        return sorted(p.name for p in self.packages.iterdir())
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[Server]:
+def server(tmp_path: Path) -> Iterator[PypiServer]:
     """pypiserver with an htpasswd file, no fallback to PyPI."""
-    packages = tmp_path / "server-packages"
-    packages.mkdir()
-    password = "pw-" + secrets.token_hex(12)
-    htpasswd = HtpasswdFile(str(tmp_path / "htpasswd"), new=True)
-    htpasswd.set_password("publisher", password)
-    htpasswd.save()
-    port = _free_port()
-    log = (tmp_path / "pypiserver.log").open("wb")
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "pypiserver", "run", "-p", str(port), "-i", "127.0.0.1"),
-            *("-P", str(tmp_path / "htpasswd"), "-a", "update", "--disable-fallback"),
-            str(packages),
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(url + "health", timeout=2) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail("pypiserver did not start:\n" + (tmp_path / "pypiserver.log").read_text())
-        time.sleep(0.1)
-    yield Server(url, packages, "publisher", password)
+    proc, server = start_pypiserver(tmp_path, "--disable-fallback")
+    yield server
     proc.terminate()
     proc.wait(timeout=10)
 
@@ -138,7 +80,7 @@ class Built:
         data.update(fields)
         (self.target_dir / name).write_text(json.dumps(data, indent=1))
 
-    def publish(self, server: Server) -> subprocess.CompletedProcess[str]:
+    def publish(self, server: PypiServer) -> subprocess.CompletedProcess[str]:
         return self.ws.run(
             *("publish", "--target", hs.TARGET, "--repository-url", server.url),
             "--require-verified",
@@ -157,7 +99,7 @@ def package(entry: dict[str, str]) -> dict[str, str]:
     return {"filename": entry["filename"], "sha256": entry["sha256"], "distribution": "x"}
 
 
-def test_passed_true_does_not_override_a_failed_status(built: Built, server: Server) -> None:
+def test_passed_true_does_not_override_a_failed_status(built: Built, server: PypiServer) -> None:
     everything = [package(built.file(patched=True)), package(built.file(patched=False))]
     built.report(status="failed", passed=True, packages=everything)
 
@@ -165,11 +107,13 @@ def test_passed_true_does_not_override_a_failed_status(built: Built, server: Ser
 
     problems = hs.refusal_problems(result, "verify-cpu.json")
     if server.files():
-        problems.append(f"uploaded {server.files()} on a failed report")
+        problems.append(f"uploaded {sorted(server.files())} on a failed report")
     assert not problems, "; ".join(problems) + "\n" + hs.tail(result)
 
 
-def test_a_report_of_another_build_of_the_target_is_refused(built: Built, server: Server) -> None:
+def test_a_report_of_another_build_of_the_target_is_refused(
+    built: Built, server: PypiServer
+) -> None:
     """Same target name, same files listed, but it verified other inputs: not a pass."""
     everything = [package(built.file(patched=True)), package(built.file(patched=False))]
     other = hashlib.sha256(b"another build of tiny").hexdigest()
@@ -180,11 +124,11 @@ def test_a_report_of_another_build_of_the_target_is_refused(built: Built, server
 
     problems = hs.refusal_problems(result, "verify-cpu.json")
     if server.files():
-        problems.append(f"uploaded {server.files()} on another build's report")
+        problems.append(f"uploaded {sorted(server.files())} on another build's report")
     assert not problems, "; ".join(problems) + "\n" + hs.tail(result)
 
 
-def test_one_unverified_file_means_nothing_is_uploaded(built: Built, server: Server) -> None:
+def test_one_unverified_file_means_nothing_is_uploaded(built: Built, server: PypiServer) -> None:
     wheel, sdist = built.file(patched=True), built.file(patched=False)
     built.report(packages=[package(sdist)])  # bound and passed, but not the patched wheel
 
@@ -192,12 +136,14 @@ def test_one_unverified_file_means_nothing_is_uploaded(built: Built, server: Ser
 
     problems = hs.refusal_problems(result, wheel["filename"])
     if server.files():
-        problems.append(f"uploaded {server.files()} although {wheel['filename']} is unverified")
+        problems.append(
+            f"uploaded {sorted(server.files())} although {wheel['filename']} is unverified"
+        )
     assert not problems, "; ".join(problems) + "\n" + hs.tail(result)
 
 
 def test_an_unpatched_upstream_sdist_of_a_verified_build_is_published(
-    built: Built, server: Server
+    built: Built, server: PypiServer
 ) -> None:
     wheel, sdist = built.file(patched=True), built.file(patched=False)
     assert sdist["filename"].endswith(".tar.gz")
@@ -206,7 +152,7 @@ def test_an_unpatched_upstream_sdist_of_a_verified_build_is_published(
     result = built.publish(server)
 
     hs.assert_ok(result)
-    assert server.files() == sorted([wheel["filename"], sdist["filename"]])
+    assert sorted(server.files()) == sorted([wheel["filename"], sdist["filename"]])
     for name in server.files():
         entry = wheel if name == wheel["filename"] else sdist
         assert hs.sha256(server.packages / name) == entry["sha256"]

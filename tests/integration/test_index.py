@@ -24,7 +24,8 @@ from patchwheel.index.serve import IndexServer
 from patchwheel.index.static import JSON_TYPE
 from tests import support
 from tests.conftest import DefaultBuild
-from tests.integration.test_publish import Built, built_once, clean_pip_env
+from tests.integration.pypiserver_support import clean_pip_env
+from tests.integration.test_publish import Built, built_once
 
 __all__ = ["built_once"]  # the module-scoped build fixture, shared with test_publish
 

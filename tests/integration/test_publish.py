@@ -3,97 +3,28 @@
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import shutil
-import socket
 import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from passlib.apache import HtpasswdFile
 
 from tests import support
 from tests.conftest import copy_tree
+from tests.integration.pypiserver_support import (
+    NULL_KEYRING,
+    PypiServer,
+    clean_pip_env,
+    free_port,
+    start_pypiserver,
+)
 
-NULL_KEYRING = "keyring.backends.null.Keyring"
 # passlib (pypiserver's htpasswd support) imports the stdlib crypt module on import.
 pytestmark = pytest.mark.filterwarnings("ignore:'crypt' is deprecated:DeprecationWarning")
-
-
-@dataclass
-class PypiServer:
-    """A running pypiserver: uploads need the user and password of its htpasswd file."""
-
-    url: str
-    packages: Path
-    username: str
-    password: str
-
-    @property
-    def simple(self) -> str:
-        return self.url + "simple/"
-
-    def env(self, password: str | None = None) -> dict[str, str]:
-        """The environment of a publish run: credentials only here, never in arguments."""
-        return {
-            "TWINE_USERNAME": self.username,
-            "TWINE_PASSWORD": self.password if password is None else password,
-            "PYTHON_KEYRING_BACKEND": NULL_KEYRING,
-        }
-
-    def files(self) -> dict[str, str]:
-        """What the server holds: file name -> sha256."""
-        return {p.name: support.sha256(p) for p in sorted(self.packages.iterdir())}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def start_pypiserver(
-    tmp_path: Path, *extra: str, authenticate: str = "update"
-) -> tuple[subprocess.Popen[bytes], PypiServer]:
-    """pypiserver with an htpasswd file (apr1 hash, made with passlib) and a random password."""
-
-    packages = tmp_path / "server-packages"
-    packages.mkdir()
-    password = "pw-" + secrets.token_hex(12)
-    htpasswd = HtpasswdFile(str(tmp_path / "htpasswd"), new=True)
-    htpasswd.set_password("publisher", password)
-    htpasswd.save()
-    port = free_port()
-    log = (tmp_path / "pypiserver.log").open("wb")
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "pypiserver", "run", "-p", str(port), "-i", "127.0.0.1"),
-            *("-P", str(tmp_path / "htpasswd"), "-a", authenticate, *extra, str(packages)),
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(url + "health", timeout=2) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail("pypiserver did not start:\n" + (tmp_path / "pypiserver.log").read_text())
-        time.sleep(0.1)
-    return proc, PypiServer(url, packages, "publisher", password)
 
 
 @pytest.fixture
@@ -105,20 +36,8 @@ def pypi_server(tmp_path: Path) -> Iterator[PypiServer]:
     proc.wait(timeout=10)
 
 
-@dataclass
-class Built:
+class Built(support.BuiltTiny):
     """A checkout whose target ``tiny`` is built: a patched speculators wheel, an upstream sdist."""
-
-    root: Path
-    cache: Path
-    index_env: dict[str, str]
-
-    @property
-    def target_dir(self) -> Path:
-        return self.root / "build" / "tiny"
-
-    def manifest(self) -> dict:
-        return json.loads((self.target_dir / "manifest.json").read_text())
 
     def wheel(self, patched: bool = True) -> dict:
         return next(w for w in self.manifest()["wheels"] if w["patched"] is patched)
@@ -180,11 +99,7 @@ def built_once(tmp_path_factory: pytest.TempPathFactory) -> Built:
     (root / "patches" / "tiny" / "target.toml").write_text(
         TARGET.format(upstream=upstream.as_uri())
     )
-    cache = base / "cache"
-    for args in (("lock",), ("build", "--no-audit")):
-        result = support.patchwheel(root, *args, cache=cache, env=index_env)
-        assert result.returncode == 0, result.stderr
-    return Built(root, cache, index_env)
+    return Built.lock_and_build(root, base / "cache", index_env)
 
 
 @pytest.fixture
@@ -198,12 +113,6 @@ def built(built_once: Built, tmp_path: Path) -> Built:
 def no_secret(result: subprocess.CompletedProcess[str], secret: str) -> None:
     assert secret not in result.stdout
     assert secret not in result.stderr
-
-
-def clean_pip_env() -> dict[str, str]:
-    """pip with no configuration of this machine (no extra indexes, no find-links)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    return {**env, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 
 
 def test_publish_uploads_and_pip_installs_the_patched_wheel(

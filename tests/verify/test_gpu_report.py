@@ -15,7 +15,7 @@ import torch
 
 from patchwheel.errors import VerifyError
 from patchwheel.verify import speed
-from patchwheel.verify.compare import Extracted
+from patchwheel.verify.compare import Extracted, compare_all
 from patchwheel.verify.families import FAMILIES, FamilySpec
 from patchwheel.verify.gpu import correctness, options, readme, report, throughput
 from patchwheel.verify.gpu.install import Runtime
@@ -231,8 +231,8 @@ def test_comparisons_catch_shifted_rows_and_count_bitwise_equality() -> None:
             )
         ]
     ]
-    good = correctness.summary(correctness.compare_all(plan, calls, same, reference))
-    bad = correctness.summary(correctness.compare_all(plan, calls, shifted, reference))
+    good = correctness.summary(compare_all(plan, calls, same, reference))
+    bad = correctness.summary(compare_all(plan, calls, shifted, reference))
     assert good["passed"] and good["max_abs_error_per_layer"] == {"0": 0.0, "1": 0.0}
     assert not bad["passed"] and bad["failures"] == 2 and bad["first_failures"]
     assert correctness.identical(same, same) == {

@@ -9,6 +9,7 @@ import pytest
 
 from patchwheel.errors import VerifyError
 from patchwheel.verify.extract import SettingNotApplied, _generator_kwargs, check_applied
+from patchwheel.verify.gpu.correctness import requested_settings
 from patchwheel.verify.plan import VerifyPlan
 from patchwheel.verify.report import REPORT_KEYS, VerifyReport, read_report, write_report
 
@@ -114,3 +115,17 @@ def test_a_missing_key_or_no_json_is_no_report(tmp_path: Path) -> None:
     path.write_text("{not json")
     with pytest.raises(VerifyError, match="not a readable verify report"):
         read_report(path)
+
+
+def test_the_vllm_oracle_is_asked_for_the_generators_settings_on_cpu_and_gpu() -> None:
+    plan = VerifyPlan(dtype="bfloat16", max_num_batched_tokens=512, max_model_len=4096)
+    asked = {
+        "dtype": "bfloat16",
+        "max_model_len": 4096,
+        "max_num_batched_tokens": 512,
+        "max_num_seqs": 32,
+        "gpu_memory_utilization": 0.3,
+    }
+    assert list(plan.oracle_settings().items()) == list(asked.items())
+    on_gpu = requested_settings(plan, tp=2)
+    assert list(on_gpu.items()) == [*asked.items(), ("tensor_parallel_size", 2)]

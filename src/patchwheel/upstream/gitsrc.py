@@ -72,22 +72,8 @@ def mirror(pin: GitPin, commit: str, cache: Cache) -> git.Repo:
         current = ls_remote(pin)
         if current != commit:
             raise _moved(pin, current, commit)
-    console.status(f"git fetch {pin.url}")
     try:
-        repo.git.execute(
-            [
-                "git",
-                "fetch",
-                "--quiet",
-                "--force",
-                "--tags",
-                "--",
-                pin.url,
-                "+refs/heads/*:refs/heads/*",
-                "+refs/tags/*:refs/tags/*",
-            ],
-            env=_git_env(),
-        )
+        _fetch_all(repo, pin.url)
     except git.GitCommandError as exc:
         raise FetchError(f"pin {pin.text!r}: git fetch failed: {exc.stderr.strip()}") from exc
     if not pin.is_commit:
@@ -97,6 +83,19 @@ def mirror(pin: GitPin, commit: str, cache: Cache) -> git.Repo:
     if not _has_commit(repo, commit):
         raise FetchError(f"pin {pin.text!r}: commit {commit} is not in {pin.url}")
     return repo
+
+
+def _fetch_all(repo: git.Repo, url: str, *options: str) -> None:
+    """``git fetch`` every branch and tag of ``url`` into the bare mirror as they are now
+    (forced: a moved tag or rewritten branch is taken over); GitCommandError on failure."""
+    console.status(f"git fetch {url}")
+    repo.git.execute(
+        [
+            *("git", "fetch", "--quiet", "--force", "--tags", *options, "--", url),
+            *("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"),
+        ],
+        env=_git_env(),
+    )
 
 
 def _moved(pin: GitPin, current: str, commit: str) -> LockError:
@@ -115,23 +114,8 @@ def mirror_repo(url: str, cache: Cache) -> git.Repo:
 def refresh(url: str, cache: Cache) -> git.Repo:
     """The bare mirror of ``url`` with every branch and tag fetched now (network)."""
     repo = _open_or_init(cache.git_path(mirror_key(url)))
-    console.status(f"git fetch {url}")
     try:
-        repo.git.execute(
-            [
-                "git",
-                "fetch",
-                "--quiet",
-                "--force",
-                "--tags",
-                "--prune",
-                "--",
-                url,
-                "+refs/heads/*:refs/heads/*",
-                "+refs/tags/*:refs/tags/*",
-            ],
-            env=_git_env(),
-        )
+        _fetch_all(repo, url, "--prune")
     except git.GitCommandError as exc:
         raise FetchError(f"git fetch {url} failed: {exc.stderr.strip()}") from exc
     return repo

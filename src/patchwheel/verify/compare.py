@@ -28,10 +28,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
+
+    from patchwheel.verify.plan import VerifyPlan
 
 EPS: dict[str, float] = {"float32": 2.0**-23, "bfloat16": 2.0**-7, "float16": 2.0**-10}
 RTOL: dict[str, float] = {
@@ -40,6 +42,9 @@ RTOL: dict[str, float] = {
     "float16": 16 * EPS["float16"],
 }
 _TINY = 1e-30
+
+Calls = list[list[list[int]]]  # [call][prompt] token ids
+Reference = list[list[list[Any]]]  # [call][prompt][layer] tensors
 
 
 def tolerance(dtype: str, scale: float) -> float:
@@ -166,3 +171,18 @@ def max_error_per_layer(checks: Sequence[TensorCheck]) -> dict[int, float]:
         if check.layer is not None and check.max_abs_error is not None:
             worst[check.layer] = max(worst.get(check.layer, 0.0), check.max_abs_error)
     return dict(sorted(worst.items()))
+
+
+def as_reference(results: list[list[Extracted]]) -> Reference:
+    """A side's rows in the shape compare_call takes as its reference."""
+    return [[list(r.hidden_states) for r in call] for call in results]
+
+
+def compare_all(
+    plan: VerifyPlan, calls: Calls, got: list[list[Extracted]], reference: Reference
+) -> list[TensorCheck]:
+    """Every (call, prompt, layer) of ``got`` against ``reference`` by compare_call's rules."""
+    checks: list[TensorCheck] = []
+    for c, prompts in enumerate(calls):
+        checks.extend(compare_call(c, prompts, got[c], reference[c], plan.layer_ids, plan.dtype))
+    return checks

@@ -12,7 +12,6 @@ speculators line and the vLLM function it called).
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -30,8 +29,7 @@ from patchwheel.verify.extraction import (
     EXTRACT_SCRIPT,
     Extraction,
     compare_with_reference,
-    load_extraction,
-    run_script,
+    run_in_folder,
 )
 from patchwheel.verify.family_check import (
     CPU_FAMILIES,
@@ -52,7 +50,7 @@ from patchwheel.verify.install import (
     wheel_from_sdist,
 )
 from patchwheel.verify.model import make_tiny_llama
-from patchwheel.verify.plan import VerifyPlan, write_request
+from patchwheel.verify.plan import VerifyPlan, extraction_request
 from patchwheel.verify.report import (
     CallRecord,
     PackageRecord,
@@ -151,18 +149,15 @@ def run_extraction(
     timeout_s: float,
 ) -> Extraction:
     """Run extract.py with the venv's python; raise VerifyError explaining any crash."""
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    out_dir.mkdir(parents=True)
-    script = out_dir / EXTRACT_SCRIPT.name
-    shutil.copyfile(EXTRACT_SCRIPT, script)
-    request = out_dir / "request.json"
-    write_request(plan, model_dir, calls, request)
-    env = extraction_env(plan)
-    wall, log = run_script(
-        venv.python, script, request, out_dir, env=env, timeout_s=timeout_s, cwd=out_dir
+    return run_in_folder(
+        venv.python,
+        EXTRACT_SCRIPT,
+        extraction_request(plan, model_dir, calls),
+        out_dir,
+        calls,
+        env=extraction_env(plan),
+        timeout_s=timeout_s,
     )
-    return load_extraction(out_dir, calls, wall, log)
 
 
 def mismatch_message(report: VerifyReport, path: Path, limit: int = 8) -> str:

@@ -9,6 +9,7 @@ speculators line and the vLLM function it called.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import time
 from collections.abc import Mapping
@@ -87,6 +88,41 @@ def run_script(
             f"{what} exited {proc.returncode} without a failure record (log: {log})\n{tail}"
         )
     return wall, log
+
+
+def run_in_folder(
+    python: str | Path,
+    script: Path,
+    request: dict[str, Any],
+    out_dir: Path,
+    calls: list[list[list[int]]],
+    *,
+    env: Mapping[str, str],
+    timeout_s: float,
+    label: str | None = None,
+) -> Extraction:
+    """Run a copy of ``script`` (a standalone side: extract.py, oracle.py) in a fresh
+    ``out_dir`` with ``request`` as its ``request.json``, that folder the working directory,
+    and read back what it wrote; a crash, an exit without a record or a timeout raise
+    VerifyError as :func:`run_script` explains them."""
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+    local = out_dir / script.name
+    shutil.copyfile(script, local)
+    request_path = out_dir / "request.json"
+    request_path.write_text(json.dumps(request), encoding="utf-8")
+    wall, log = run_script(
+        python,
+        local,
+        request_path,
+        out_dir,
+        env=env,
+        timeout_s=timeout_s,
+        cwd=out_dir,
+        label=label,
+    )
+    return load_extraction(out_dir, calls, wall, log)
 
 
 def load_extraction(

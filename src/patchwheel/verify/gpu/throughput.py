@@ -24,6 +24,7 @@ from patchwheel.errors import VerifyError
 from patchwheel.verify.gpu.install import Runtime
 from patchwheel.verify.gpu.options import GpuOptions
 from patchwheel.verify.model import TinyLlamaSpec, make_tiny_llama
+from patchwheel.verify.plan import MAX_NUM_SEQS
 
 SPEED_SCRIPT = Path(__file__).parent.parent / "speed.py"
 GOAL_RATIO = 0.95
@@ -70,7 +71,7 @@ def base_settings(options: GpuOptions) -> dict[str, Any]:
         "dtype": options.dtype,
         "max_model_len": options.prompt_len + 8,
         "max_num_batched_tokens": options.max_num_batched_tokens,
-        "max_num_seqs": 32,  # the generator's own MAX_NUM_SEQS
+        "max_num_seqs": MAX_NUM_SEQS,  # the generator's own
         "gpu_memory_utilization": 0.8,
         "tensor_parallel_size": options.tp,
     }
