@@ -20,6 +20,7 @@ from patchwheel.verify.family_check import CPU_FAMILIES
 from patchwheel.verify.install import Venv, check_installed_files, cpu_wheels, read_manifest
 from patchwheel.verify.report import read_report
 from patchwheel.verify.userpath import UserPathPlan
+from tests import support
 from tests.conftest import DefaultBuild
 from tests.integration.conftest import (
     TARGET,
@@ -183,23 +184,53 @@ def test_upstream_speculators_fails_at_import_under_transformers_5(
     assert json.loads(verified.report_path.read_text())["status"] == "crashed"
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="failed on 2026-12-01 once the speed patches 0026-0028 joined the series (the variant "
-    "built without the vLLM API fixes no longer crashes where this test expects); to be rewritten "
-    "for the new capture path",
-)
 def test_without_the_vllm_api_fixes_names_the_failing_vllm_call(
     cpu_verified: Verified, tmp_path: Path, shared_cache_dir: Path, cpu_work: Path
 ) -> None:
-    # Only the transformers-5 import fix: every patch answering a vLLM change is left out.
-    names = [n for n in series_names() if "pydantic" in n]
-    assert len(names) == 1
-    message = str(_variant(tmp_path, shared_cache_dir, cpu_work, names).error)
+    # The generator must accept what verify asks of it (the model dtype, the step budget), so
+    # the two patches adding those arguments stay, with the three vLLM fixes their hunks are
+    # written on and the transformers-5 import fix. Every other patch answering a vLLM change
+    # is left out: constructing the generator then builds vLLM's SchedulerConfig without the
+    # field vLLM made required.
+    everything = series_names()
+    kept = [
+        n
+        for n in everything
+        if any(
+            part in n
+            for part in (
+                "kv_cache_specs",
+                "size-the-KV-cache-from-the-workers",
+                "let-the-platform-choose-the-KV-cache",
+                "pydantic",
+                "let-callers-choose-the-model-dtype",
+                "let-callers-set-max_num_batched",
+            )
+        )
+    ]
+    assert len(kept) == 6
+    left_out = [n for n in everything if n not in kept and _answers_a_vllm_change(n)]
+    assert any("tell-SchedulerConfig" in n for n in left_out)
+    assert len(left_out) >= 15
+    verified = _variant(tmp_path, shared_cache_dir, cpu_work, kept)
+    assert verified.error is not None, verified.output
+    message = str(verified.error)
+    assert "hidden-state extraction crashed in the driver process during init" in message
     assert "vllm_hidden_states_generator.py" in message
     assert "(VllmHiddenStatesGenerator._create_vllm_config)" in message
     assert "called vllm.config.scheduler.SchedulerConfig" in message
     assert "is_encoder_decoder" in message
+    assert "Traceback" not in message
+    data = read_report(verified.report_path)
+    assert data["status"] == "crashed" and data["checks"] == []
+
+
+def _answers_a_vllm_change(name: str) -> bool:
+    """Whether a patch of the default target's speculators series says which vLLM change it
+    answers (its Vllm-Change header)."""
+    patch = support.REPO_ROOT / "patches" / TARGET / "speculators" / name
+    header = patch.read_text(encoding="utf-8").partition("\n---\n")[0]
+    return re.search(r"^Vllm-Change: ", header, re.MULTILINE) is not None
 
 
 def test_worker_side_failure_names_the_speculators_hook_and_the_vllm_method(
