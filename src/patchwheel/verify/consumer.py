@@ -71,7 +71,10 @@ def extra_indexes_for(env: Mapping[str, str]) -> list[str] | None:
 def install_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The commands' environment: `uv` (patchwheel's own) on PATH; the machine's pip
     find-links (PIP_FIND_LINKS, a local folder of torch builds where PyTorch's index cannot
-    be reached) given to uv too; never PYTHONPATH."""
+    be reached) given to uv too; never PYTHONPATH. uv copies what it installs (UV_LINK_MODE,
+    unless set): by default it hard-links the files to its cache, so anything written into
+    the verify venv's files would also change every later install from that cache, the
+    user's own venvs included."""
     from uv import find_uv_bin
 
     env = {k: v for k, v in (base if base is not None else os.environ).items()}
@@ -80,6 +83,7 @@ def install_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     if "PIP_FIND_LINKS" in env and "UV_FIND_LINKS" not in env:
         env["UV_FIND_LINKS"] = env["PIP_FIND_LINKS"]
     env.setdefault("UV_PYTHON_DOWNLOADS", "never")
+    env.setdefault("UV_LINK_MODE", "copy")
     return env
 
 

@@ -218,11 +218,20 @@ class Venv:
         makes it, has none)."""
         return (self.site_packages() / "pip").is_dir()
 
-    def pip(self, args: Sequence[str], what: str, log: Path | None = None) -> None:
+    def pip(
+        self, args: Sequence[str], what: str, log: Path | None = None, *, uncached: bool = False
+    ) -> None:
         """Run `pip ARGS` in the venv (`uv pip ARGS --python` it where the venv has no pip);
-        on failure raise VerifyError naming `what` and the log."""
+        on failure raise VerifyError naming `what` and the log.
+
+        uncached: install from the archives themselves, never from the installer's cache, into
+        files of their own. uv links the files it installs to its cache (hard links, its
+        default on Linux), so an edit written into an installed file also edits the cached
+        copy, and a reinstall from that cache would put the edit back.
+        """
         if self.has_pip():
-            cmd = [str(self.python), "-m", "pip", "--disable-pip-version-check", *args]
+            cache = ["--no-cache-dir"] if uncached else []
+            cmd = [str(self.python), "-m", "pip", "--disable-pip-version-check", *args, *cache]
         else:
             # uv beside this python (the `uv` distribution installs its binary there), else PATH
             uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
@@ -230,7 +239,8 @@ class Venv:
                 raise VerifyError(
                     f"{what}: {self.root} has no pip (a `uv venv`) and no uv is installed here"
                 )
-            cmd = [uv, "pip", *args, "--python", str(self.python)]
+            cache = ["--no-cache", "--link-mode", "copy"] if uncached else []
+            cmd = [uv, "pip", *args, *cache, "--python", str(self.python)]
         self._run(cmd, what, log)
 
     def site_packages(self) -> Path:
@@ -281,11 +291,14 @@ def install_stack(venv: Venv, wheels: Sequence[BuiltWheel], index_dir: Path, log
 
 
 def install_no_deps(venv: Venv, requirement: str, log: Path, *extra: str) -> None:
-    """Replace one distribution in place (`pip install --no-deps --force-reinstall`)."""
+    """Replace one distribution in place (`pip install --no-deps --force-reinstall`), from its
+    archive, not from the installer's cache: the cache may hold the very edit being repaired
+    (see Venv.pip)."""
     venv.pip(
         ["install", "--no-deps", "--force-reinstall", *extra, requirement],
         f"install {requirement}",
         log,
+        uncached=True,
     )
 
 
