@@ -1,4 +1,5 @@
-"""``patchwheel targets``: the targets under patches/, which one is the default, their pins."""
+"""``patchwheel targets``: the targets under patches/, which one is the default, their pins and
+pinned extras."""
 
 from __future__ import annotations
 
@@ -34,6 +35,11 @@ def run(args: argparse.Namespace) -> int:
                 "default": name == default,
                 "description": target.description,
                 "pins": {s.key: s.pin.text for s in target.pin_specs},
+                "extras": {
+                    p.name: {e.name: [str(r) for r in e.requires] for e in p.extras}
+                    for p in target.projects
+                    if p.extras
+                },
             }
         )
     if args.json:
