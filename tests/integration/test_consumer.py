@@ -626,3 +626,38 @@ def test_a_changed_consumer_table_rewrites_the_consumer_set_only(
         target_dir / "excludes-cpu.txt"
     )
     assert "up to date" in build()
+
+
+def test_an_empty_series_with_pinned_extras_is_built_not_copied(
+    built: Built, tmp_path: Path
+) -> None:
+    """speculators from its sdist with no patch: upstream's file would be served unchanged,
+    saying tinyvllm==0.11.0; with pinned extras it is built (labelled) for its METADATA."""
+    base = built.root.parent
+    source = tmp_path / "speculators-0.3.0"
+    source.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(base / "speculators"), "archive", "v0.3.0"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(source)], input=archive, check=True)
+    sdist = support.make_sdist(source, tmp_path / "files", "speculators", "0.3.0")
+    upstream_files = sorted((base / "upstream-files").iterdir())
+    index = support.write_index(tmp_path / "index", [*upstream_files, sdist])
+    root = tmp_path / "checkout"
+    copy_tree(built.root, root)
+    target = root / "patches" / "tiny" / "target.toml"
+    text = target.read_text()
+    git_pin = next(ln for ln in text.splitlines() if ln.startswith('pin = "speculators @'))
+    target.write_text(text.replace(git_pin, 'pin = "speculators==0.3.0"'))
+    (root / "patches" / "tiny" / "speculators" / "series").write_text("")
+    env = {"PATCHWHEEL_INDEX_URL": index}
+    for args in (("lock",), ("build", "--no-audit")):
+        result = support.patchwheel(root, *args, cache=built.cache, env=env)
+        assert result.returncode == 0, result.stderr
+    manifest = json.loads((root / "build" / "tiny" / "manifest.json").read_text())
+    speculators = next(w for w in manifest["wheels"] if w["distribution"] == "speculators")
+    assert speculators["action"] == "built" and speculators["version"].startswith("0.3.0+pw")
+    assert speculators["filename"].endswith(".whl")
+    assert speculators["details"]["extras"]["removed"] == ['tinyvllm==0.11.0; extra == "datagen"']

@@ -1,5 +1,6 @@
-"""One unit's artifact: upstream copied unchanged (empty series), a wheel reused from the cache,
-or built (PEP 517 source build, or overlay) and stored in the cache under its build key.
+"""One unit's artifact: upstream copied unchanged (empty series, no pinned extras), a wheel
+reused from the cache, or built (PEP 517 source build, or overlay) and stored in the cache under
+its build key.
 """
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ class Output:
 
 
 def build_unit(unit: Unit, trees: dict[str, Path], cache: Cache) -> Output:
-    """The unit's artifact: upstream copied (empty series), the cached wheel, or a new build."""
-    if not unit.patches and _has_artifact(unit):
+    """The unit's artifact: upstream copied (empty series, no pinned extras), the cached wheel,
+    or a new build (pinned extras rewrite the METADATA even with an empty series)."""
+    if not unit.patches and not unit.extras and _has_artifact(unit):
         return _copy_upstream(unit, cache)
     cached = _cached_wheel(cache, unit)
     if cached is not None:
