@@ -300,24 +300,6 @@ def verify_cpu(
     return report
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m patchwheel.verify.cpu BUILD_DIR INDEX_DIR WORK_DIR`: a direct entry point."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 3:
-        print(main.__doc__, file=sys.stderr)
-        return 2
-    try:
-        verify_cpu(Path(args[0]), index_dir=Path(args[1]), work_dir=Path(args[2]))
-    except VerifyError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_status
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
-
-
 def verify_as_user(
     target: Target,
     target_build_dir: Path,
@@ -352,3 +334,21 @@ def verify_as_user(
         user_path=UserPathPlan() if user_path else None,
         families=families,
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m patchwheel.verify.cpu BUILD_DIR INDEX_DIR WORK_DIR`: a direct entry point."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 3:
+        print(main.__doc__, file=sys.stderr)
+        return 2
+    try:
+        verify_cpu(Path(args[0]), index_dir=Path(args[1]), work_dir=Path(args[2]))
+    except VerifyError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_status
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
