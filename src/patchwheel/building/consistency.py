@@ -15,7 +15,6 @@ A failure is a BuildError naming the wheel, the requirement and the pinned versi
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,10 +27,9 @@ from patchwheel.config.consumer import ConsumerSpec
 from patchwheel.config.targets import Target, flavours
 from patchwheel.errors import BuildError
 from patchwheel.wheels import metadata as wheel_metadata
+from patchwheel.wheels.extras import marker_extras
 from patchwheel.wheels.metadata import WheelMetadata
 from patchwheel.wheels.names import parse_wheel_name
-
-_EXTRA = re.compile(r"""\bextra\s*==\s*['"]([^'"]+)['"]""")
 
 
 @dataclass(frozen=True)
@@ -91,24 +89,16 @@ def _requirement_problems(
 
 def _advice(target: Target, meta: WheelMetadata, req: Requirement) -> str:
     """How to mend a requirement: pin its extra in target.toml, else patch it."""
-    extra = _EXTRA.search(str(req.marker)) if req.marker is not None else None
+    extras = marker_extras(req)
     built = canonicalize_name(parse_wheel_name(meta.filename).distribution)
-    owner = next(
-        (
-            p.name
-            for p in target.projects
-            if built
-            in {
-                canonicalize_name(d)
-                for d in [p.source.pin.name, *(v.distribution for v in p.variants)]
-            }
-        ),
-        "<project>",
-    )
-    if extra is not None:
+    owners = [
+        p.name for p in target.projects if built in {canonicalize_name(d) for d in p.distributions}
+    ]
+    owner = owners[0] if owners else "<project>"
+    if extras:
         return (
             f"Pin the extra to this target's build in patches/{target.name}/target.toml: "
-            f'[projects.{owner}.extras] {extra.group(1)} = ["<project>" or "<project>:<variant>"]'
+            f'[projects.{owner}.extras] {extras[0]} = ["<project>" or "<project>:<variant>"]'
         )
     return (
         f"Patch the requirement in patches/{target.name}/{owner}/ (a patch to the build "

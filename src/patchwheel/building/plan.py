@@ -55,7 +55,7 @@ class Unit:
 def plan(target: Target, lock: dict[str, LockedPin]) -> list[Unit]:
     """The units of a target, with their build keys (no network, no file written)."""
     units: list[Unit] = []
-    distributions = tuple(_distributions(target))
+    distributions = tuple(d for project in target.projects for d in project.distributions)
     for project in target.projects:
         patches = tuple(read_series(project.series_dir))
         extras = _pinned_extras(target, project, lock)
@@ -70,16 +70,6 @@ def plan(target: Target, lock: dict[str, LockedPin]) -> list[Unit]:
             }
             units.append(_unit(project, variant.name, variant.distribution, entries, *common))
     return units
-
-
-def _distributions(target: Target) -> list[str]:
-    """Every distribution the target builds: source projects and overlay variants."""
-    names = []
-    for project in target.projects:
-        if project.build == "source":
-            names.append(project.source.pin.name)
-        names += [v.distribution for v in project.variants]
-    return names
 
 
 def _pinned_extras(

@@ -136,6 +136,13 @@ class Project:
         """Every pin of the project: its source, then each variant's wheel."""
         return [self.source, *(v.spec for v in self.variants)]
 
+    @property
+    def distributions(self) -> list[str]:
+        """The distributions its build makes: the source project's, or each variant's."""
+        if self.build == "source":
+            return [self.source.pin.name]
+        return [v.distribution for v in self.variants]
+
 
 @dataclass(frozen=True)
 class Target:

@@ -77,13 +77,20 @@ def _names_pinned(value: str, pinned: set[str], targets: set[str]) -> bool:
         requirement = Requirement(value)
     except InvalidRequirement as exc:
         raise BuildError(f"METADATA: Requires-Dist {value!r} is not a requirement: {exc}") from exc
-    if requirement.marker is None or canonicalize_name(requirement.name) not in targets:
+    if canonicalize_name(requirement.name) not in targets:
         return False
-    extras = {
+    return bool(set(marker_extras(requirement)) & pinned)
+
+
+def marker_extras(requirement: Requirement) -> list[str]:
+    """The extras a requirement's marker names (``extra == "x"`` either way round), normalized,
+    in order."""
+    if requirement.marker is None:
+        return []
+    return [
         canonicalize_name(m.group("a") if m.group("a") is not None else m.group("b"))
         for m in _EXTRA_CLAUSE.finditer(str(requirement.marker))
-    }
-    return bool(extras & pinned)
+    ]
 
 
 def _after_last(lines: list[str], fields: tuple[str, ...]) -> int:
