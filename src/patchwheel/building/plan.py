@@ -12,9 +12,6 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.utils import parse_sdist_filename, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
-
 from patchwheel import __version__
 from patchwheel.config.extras import ExtraRef
 from patchwheel.config.lock import LockedPin
@@ -97,7 +94,7 @@ def _requirement(
     else:
         spec = other.source
     entry = lock[spec.key]
-    version = _file_version(entry)
+    version = entry.file_version
     if version is None:
         raise ConfigError(
             f"{target.root / TARGET_FILE} [projects.{project.name}.extras] {extra}: {ref} is "
@@ -105,19 +102,6 @@ def _requirement(
             "require a build made from an sdist or a wheel (pin it to one), or leave it out"
         )
     return f"{spec.pin.name}=={version.public}"
-
-
-def _file_version(entry: LockedPin) -> Version | None:
-    try:
-        if entry.version is not None:
-            return Version(entry.version)
-        if entry.filename is None:
-            return None
-        if entry.filename.endswith(".whl"):
-            return parse_wheel_filename(entry.filename)[1]
-        return parse_sdist_filename(entry.filename)[1]
-    except (InvalidVersion, ValueError):
-        return None
 
 
 def _unit(

@@ -123,10 +123,7 @@ def _source_build(unit: Unit, vendor_dir: Path, staging: Path) -> tuple[Path, di
         "dropped-requirements": result.dropped_requirements,
     }
     if unit.extras:
-        details["extras"] = {
-            "removed": list(result.extras.removed),
-            "added": list(result.extras.added),
-        }
+        details["extras"] = result.extras.record()
     return result.path, details
 
 
@@ -165,10 +162,7 @@ def _overlay_build(unit: Unit, staging: Path, cache: Cache) -> tuple[Path, dict[
         "offsets": [str(o) for o in result.offsets],
     }
     if unit.extras:
-        details["extras"] = {
-            "removed": list(result.extras.removed),
-            "added": list(result.extras.added),
-        }
+        details["extras"] = result.extras.record()
     return result.path, details
 
 

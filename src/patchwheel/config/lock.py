@@ -91,6 +91,15 @@ class LockedPin:
         """What identifies the revision: the sha256 or the commit."""
         return self.sha256 or self.commit or self.pin
 
+    @property
+    def file_version(self) -> Version | None:
+        """The version of the revision's file: the channel build's ``version`` where recorded,
+        else the version its wheel or sdist name carries; None for a git commit (both were
+        checked when the entry was made)."""
+        if self.version is not None:
+            return Version(self.version)
+        return _file_version(self.filename) if self.filename is not None else None
+
 
 def entry_problem(key: object, entry: Mapping[str, Any]) -> tuple[str, str] | None:
     """The first thing wrong with one lock entry, as (field, problem); None if it is sound."""

@@ -38,6 +38,10 @@ class ExtrasRewrite:
     removed: tuple[str, ...]
     added: tuple[str, ...]
 
+    def record(self) -> dict[str, list[str]]:
+        """The manifest's ``details.extras``: the lines removed and added."""
+        return {"removed": list(self.removed), "added": list(self.added)}
+
 
 def pin_extras(
     metadata: bytes, extras: Collection[PinnedExtra], replaces: Collection[str]
