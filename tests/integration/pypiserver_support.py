@@ -80,19 +80,27 @@ def start_pypiserver(
         stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 30
+    wait_until_serving(proc, url + "health", tmp_path / "pypiserver.log", "pypiserver", 30)
+    return proc, PypiServer(url, packages, "publisher", password)
+
+
+def wait_until_serving(
+    proc: subprocess.Popen[bytes], url: str, log: Path, what: str, timeout_s: float
+) -> None:
+    """Poll ``url`` until it answers 200; if the server exits or ``timeout_s`` passes, kill it
+    and fail the test with its log."""
+    deadline = time.monotonic() + timeout_s
     while True:
         try:
-            with urllib.request.urlopen(url + "health", timeout=2) as response:
+            with urllib.request.urlopen(url, timeout=2) as response:
                 if response.status == 200:
-                    break
+                    return
         except OSError:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
-            pytest.fail("pypiserver did not start:\n" + (tmp_path / "pypiserver.log").read_text())
+            pytest.fail(f"{what} did not start:\n" + log.read_text())
         time.sleep(0.1)
-    return proc, PypiServer(url, packages, "publisher", password)
 
 
 def clean_pip_env() -> dict[str, str]:

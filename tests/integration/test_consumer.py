@@ -15,8 +15,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,6 +33,7 @@ from tests.integration.pypiserver_support import (
     clean_pip_env,
     free_port,
     start_pypiserver,
+    wait_until_serving,
 )
 from tests.integration.test_build import snapshot_build
 
@@ -453,17 +452,7 @@ def test_a_devpi_stage_serves_only_our_speculators(
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/+api", timeout=2):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(
-                        "devpi-server did not start:\n" + (tmp_path / "devpi.log").read_text()
-                    )
-                time.sleep(0.5)
+        wait_until_serving(proc, url + "/+api", tmp_path / "devpi.log", "devpi-server", 60)
         client_dir = tmp_path / "devpi-client"
 
         def devpi(*args: str) -> None:
