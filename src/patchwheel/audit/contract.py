@@ -361,7 +361,9 @@ def _private_references(
     paths: Collection[Path] | None,
 ) -> None:
     before = _private_uses(baseline, paths)
-    for key, ref in sorted(_private_uses(new, paths).items(), key=lambda kv: str(kv[0])):
+    for key, ref in sorted(
+        _private_uses(new, paths).items(), key=lambda kv: (str(kv[0][0]), kv[0][1])
+    ):
         path = relative(ref.path, roots.consumer)
         use = _USES[ref.role]
         text = source_line(ref.path, ref.line)
