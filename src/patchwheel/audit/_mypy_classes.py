@@ -209,6 +209,7 @@ class ClassCollector:
             declarer = self.declarer(info, name)
             if status != IS_ABSTRACT or not self.is_provider(declarer.fullname):
                 continue
-            member = _member(declarer, name, declarer.names[name].node)
-            if member is not None:
-                yield {**member, **self.definition(member["symbol"], declarer.names[name].node)}
+            table = declarer.names.get(name)
+            member = _member(declarer, name, table.node) if table is not None else None
+            if table is not None and member is not None:
+                yield {**member, **self.definition(member["symbol"], table.node)}

@@ -196,15 +196,13 @@ def scan(modules: Sequence[ConsumerModule], rules: NamingRules = VLLM) -> list[S
 class Resolution:
     """A site at one pin: what it resolved to (`symbol` None: unresolved, `reason` says why).
 
-    `problems`: for a worker method, ``(kind, name, text)`` of each way the call's literal
-    arguments do not fit its signature; `conflicts`: for a worker extension, ``(name, worker
-    member)`` of each name the worker already has.
+    `owner`: whether the symbol is the provider's or the consumer's; `conflicts`: for a worker
+    extension, ``(name, worker class, line)`` of each name a worker class already has.
     """
 
     symbol: Symbol | None
     reason: str = ""
     owner: str = ""  # provider | consumer
-    problems: tuple[tuple[str, str, str], ...] = ()
     conflicts: tuple[tuple[str, Symbol, int], ...] = ()
 
 
@@ -226,6 +224,7 @@ class Resolver:
             s.value for s in sites if s.key in rules.extension_keys and s.value is not None
         ]
         self._registry: dict[str, str] | None = None
+        self._resolved: dict[Site, Resolution] = {}
 
     def owner(self, symbol: Symbol) -> str:
         return "consumer" if symbol.module.split(".")[0] in self.consumer else "provider"
@@ -256,6 +255,12 @@ class Resolver:
         return Resolution(symbol, owner=self.owner(symbol))
 
     def resolve(self, site: Site) -> Resolution:
+        """What the literal of `site` names at this pin (resolved once per site)."""
+        if site not in self._resolved:
+            self._resolved[site] = self._resolve(site)
+        return self._resolved[site]
+
+    def _resolve(self, site: Site) -> Resolution:
         assert site.value is not None
         if site.role == "module":
             symbol = self.tree.resolve(site.value)

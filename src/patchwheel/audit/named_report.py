@@ -37,24 +37,24 @@ class NamedResult:
     instantiated: set[str] = field(default_factory=set)  # consumer classes the provider builds
 
 
-def _canonical(symbol: Symbol) -> str:
-    """Where the symbol is defined, dotted (imports followed)."""
-    return symbol.dotted
-
-
 def _signature(symbol: Symbol) -> Signature | None:
     qualname = symbol.dotted[len(symbol.module) + 1 :]
     return signature_at(symbol.module, symbol.path, qualname) if qualname else None
 
 
-def side(resolution: Resolution | None, written: str, root: Path) -> ProviderSide | None:
+def side(
+    resolution: Resolution | None, written: str, root: Path, consumer: Path | None = None
+) -> ProviderSide | None:
+    """What a site resolved to, for the report (its location relative to the tree holding
+    it: `root`, the provider's, or `consumer` for the consumer's own classes)."""
     if resolution is None:
         return None
     symbol = resolution.symbol
     if symbol is None:
         return ProviderSide(written, exists=False)
-    location = f"{relative(symbol.path, root)}:{symbol.line}"
-    return ProviderSide(_canonical(symbol), True, location, _signature(symbol))
+    tree = consumer if consumer is not None and resolution.owner == "consumer" else root
+    location = f"{relative(symbol.path, tree)}:{symbol.line}"
+    return ProviderSide(symbol.dotted, True, location, _signature(symbol))
 
 
 def arity(site: Site, signature: Signature | None) -> list[tuple[str, str, str]]:
@@ -130,7 +130,7 @@ def judge_named(
         elif site.role != "module":
             out.named += 1
         if site.role == "connector" and now.owner == "consumer":
-            out.instantiated.add(_canonical(now.symbol))
+            out.instantiated.add(now.symbol.dotted)
         _conflicts(out, site, now, before, roots)
         _arguments(out, site, now, before, roots)
     return out
@@ -177,14 +177,14 @@ def _blind(site: Site, kind: Kind, symbol: str, message: str, roots: Roots) -> B
 
 def _unresolved(site: Site, now: Resolution, before: Resolution, roots: Roots) -> Finding:
     assert site.value is not None and before.symbol is not None
-    old = side(before, site.value, roots.baseline)
+    old = side(before, site.value, roots.baseline, roots.consumer)
     short = site.value.rsplit(".", 1)[-1]
     hints = relocations([short], roots.provider_dirs, roots.provider) if short else ()
     return _finding(
         site,
         Kind.UNRESOLVED_NAME,
         site.value,
-        f"{site.written}: {now.reason} at the new pin (at baseline: {_canonical(before.symbol)})",
+        f"{site.written}: {now.reason} at the new pin (at baseline: {before.symbol.dotted})",
         ProviderSide(site.value, exists=False),
         old,
         roots,
@@ -195,16 +195,16 @@ def _unresolved(site: Site, now: Resolution, before: Resolution, roots: Roots) -
 def _conflicts(
     out: NamedResult, site: Site, now: Resolution, before: Resolution, roots: Roots
 ) -> None:
-    old_keys = {(name, _canonical(cls)) for name, cls, _ in before.conflicts}
+    old_keys = {(name, cls.dotted) for name, cls, _ in before.conflicts}
     for name, cls, line in now.conflicts:
         member = ProviderSide(
-            f"{_canonical(cls)}.{name}", True, f"{relative(cls.path, roots.provider)}:{line}"
+            f"{cls.dotted}.{name}", True, f"{relative(cls.path, roots.provider)}:{line}"
         )
         message = (
             f"{site.written}: the extension defines {name}, which the worker class "
-            f"{_canonical(cls)} has too: the provider refuses to load the extension"
+            f"{cls.dotted} has too: the provider refuses to load the extension"
         )
-        if (name, _canonical(cls)) in old_keys:
+        if (name, cls.dotted) in old_keys:
             message += " (as at baseline)"
             out.blind_spots.append(_blind(site, Kind.NAME_CONFLICT, member.symbol, message, roots))
         else:
@@ -226,9 +226,8 @@ def _arguments(
     for kind, name, text in found:
         message = f"collective_rpc({site.value!r}): {text}"
         if (kind, name) in held or old_side is None or not old_side.exists:
-            out.blind_spots.append(
-                _blind(site, Kind(kind), new_side.symbol, message + " (as at baseline)", roots)
-            )
+            why = " (as at baseline)" if (kind, name) in held else " (no such method at baseline)"
+            out.blind_spots.append(_blind(site, Kind(kind), new_side.symbol, message + why, roots))
             continue
         out.findings.append(
             _finding(site, Kind(kind), name or None, message, new_side, old_side, roots)

@@ -221,12 +221,19 @@ def audit_runs(
     every_dir = [d for dirs in consumer_dirs for d in dirs]
     old_names = Resolver(every_dir, baseline_dirs, sites, rules)
     new_names = Resolver(every_dir, provider_dirs, sites, rules)
+    every_roots = [Roots(c.root, provider_root, baseline_root, provider_dirs) for c in consumers]
+    every_paths = [frozenset(m.path for m in group) for group in own]
+    every_named = [
+        judge_named(sites, old_names, new_names, roots, paths)
+        for roots, paths in zip(every_roots, every_paths, strict=True)
+    ]
+    # A class the provider builds from a string may be named in another consumer's file.
+    instantiated = {name for named in every_named for name in named.instantiated}
     runs = []
-    for consumer, dirs, group in zip(consumers, consumer_dirs, own, strict=True):
-        paths = frozenset(m.path for m in group)
-        roots = Roots(consumer.root, provider_root, baseline_root, provider_dirs)
-        named = judge_named(sites, old_names, new_names, roots, paths)
-        contract = judge(baseline, new, roots, named.instantiated, paths)
+    for consumer, dirs, roots, paths, named in zip(
+        consumers, consumer_dirs, every_roots, every_paths, every_named, strict=True
+    ):
+        contract = judge(baseline, new, roots, instantiated, paths)
         report = AuditReport(
             consumer=Tree(
                 consumer.label or str(consumer.root),
@@ -253,7 +260,7 @@ def audit_runs(
             (s.path, s.line, s.column): found
             for s in sites
             if s.path in paths and s.value is not None
-            for found in [side(new_names.resolve(s), s.value, provider_root)]
+            for found in [side(new_names.resolve(s), s.value, provider_root, consumer.root)]
             if found is not None and found.exists
         }
         runs.append(
