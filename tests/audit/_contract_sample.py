@@ -11,8 +11,8 @@ Between 1.0 and 2.0 the provider changes its contract every way the audit judges
   is new (the plugin's worker extension has one).
 
 What holds at both: ``start`` (already mismatched at 1.0: a blind spot), ``_write`` (a private
-hook, overridden at both), the class named by module path, the registered ``Shared`` connector,
-``get_spec`` and the extension's own ``dump``.
+hook, overridden at both), the class named by module path, the registered ``Shared`` connector
+and the plugin's own registered ``Mine``, ``get_spec`` and the extension's own ``dump``.
 """
 
 from __future__ import annotations
@@ -165,6 +165,7 @@ def provider(version: str) -> dict[str, str]:
 PLUGIN = """
 from typing import Any
 
+from prov.factory import Factory
 from prov.hooks import Connector
 
 
@@ -208,7 +209,9 @@ class Extension:
         return []
 
 
+Factory.register_connector("Mine", "plug.connector", "MyConnector")
 CONFIG = {"kv_connector": "MyConnector", "kv_connector_module_path": "plug.connector"}
+OWN = {"kv_connector": "Mine"}
 BUILTIN = {"kv_connector": "FileConnector", "kv_role": "kv_producer"}
 SHARED = \'{"kv_connector": "Shared", "kv_role": "kv_both"}\'
 

@@ -217,6 +217,7 @@ class Resolver:
         rules: NamingRules = VLLM,
     ) -> None:
         self.consumer = {d.name for d in consumer_dirs}
+        self.consumer_tree = StaticTree(consumer_dirs)
         self.tree = StaticTree([*consumer_dirs, *provider_dirs])
         self.provider = StaticTree(provider_dirs)
         self.rules = rules
@@ -230,12 +231,14 @@ class Resolver:
         return "consumer" if symbol.module.split(".")[0] in self.consumer else "provider"
 
     def registry(self) -> dict[str, str]:
-        """Connector name -> ``module.Class``, from the provider's registration calls."""
+        """Connector name -> ``module.Class``, from the provider's registration calls, and the
+        consumer's own (a plugin may register its connectors under a name)."""
         if self._registry is None:
+            needle = f"{self.rules.register_call}("
             files = [p for p in map(self.provider.file, self.rules.registry_modules) if p]
             if not files:  # the registry moved: find it
-                needle = f"{self.rules.register_call}("
                 files = [p for p in self.provider.files if needle in _text(p)]
+            files += [p for p in self.consumer_tree.files if needle in _text(p)]
             self._registry = {}
             for path in files:
                 self._registry.update(_registrations(path, self.rules.register_call))
