@@ -114,39 +114,3 @@ def test_target_mode_audits_the_trees_the_core_cli_provides(
     out = capsys.readouterr().out
     assert "speculators (patched) against vllm (patched)" in out
     assert "missing-argument src/cons/generator.py:14" in out
-
-
-def test_several_consumers_one_report_each(
-    trees: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Two ``--consumer``: checked together against one provider, one report each, one JSON
-    file; the exit status is the worst of the two."""
-    consumer, provider, baseline = trees
-    clean = write_tree(
-        tmp_path / "other",
-        {
-            "pyproject.toml": '[project]\nname = "other"\nversion = "0.1"\n',
-            "other/__init__.py": "from prov.sequence import IntermediateTensors\n",
-        },
-    )
-    report_path = tmp_path / "set.json"
-    status = main_audit(
-        [
-            "--consumer", str(consumer),
-            "--consumer", str(clean),
-            "--provider", str(provider),
-            "--baseline", str(baseline),
-            "--json", str(report_path),
-            "--cache-dir", str(tmp_path / "cache"),
-        ]
-    )  # fmt: skip
-    assert status == 1
-    out = capsys.readouterr().out
-    assert f"API-drift audit {consumer} against" in out
-    assert f"API-drift audit {clean} against" in out
-    assert "overrides (in 0 subclasses of provider classes)" in out
-    data = json.loads(report_path.read_text())
-    assert data["schema"] == "patchwheel.audit-set/1" and data["exit_status"] == 1
-    first, second = data["reports"]
-    assert [f["kind"] for f in first["findings"]] == ["missing-argument"]
-    assert second["findings"] == [] and second["coverage"]["imports"] == 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from itertools import groupby
 from pathlib import Path
@@ -17,7 +17,6 @@ from patchwheel.audit.findings import Kind
 from patchwheel.audit.signatures import ProviderSide, changed_names
 
 SCHEMA = "patchwheel.audit/1"
-SET_SCHEMA = "patchwheel.audit-set/1"  # several consumers' reports in one file
 
 #: What a static audit cannot see; printed with every report.
 CANNOT_SEE = (
@@ -297,14 +296,3 @@ def coverage_line(report: AuditReport) -> str:
         f"{', '.join(report.provider.packages)} in {cov.files} files"
     )
     return text + (f"; {cov.unchecked} could not be checked (Any-typed)." if cov.unchecked else ".")
-
-
-def write_reports(path: Path, reports: Sequence[AuditReport]) -> None:
-    """Several consumers' reports as one JSON file (``reports``: each as :meth:`to_dict`)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = {
-        "schema": SET_SCHEMA,
-        "reports": [r.to_dict() for r in reports],
-        "exit_status": max((r.exit_status for r in reports), default=0),
-    }
-    atomic.write_text(path, json.dumps(data, indent=2) + "\n")

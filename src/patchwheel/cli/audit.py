@@ -1,7 +1,6 @@
 """``patchwheel audit``: the static API-drift audit, of two pins or of a target's vendor trees.
 
-    patchwheel audit --consumer PIN [--consumer PIN …] --provider PIN [--baseline PIN]
-        [--json FILE]
+    patchwheel audit --consumer PIN --provider PIN [--baseline PIN] [--json FILE]
     patchwheel audit --target NAME [--baseline PIN] [--json FILE]   (when mounted with trees)
 
 Exit status: 0 without findings, 1 with findings (or when the audit cannot run).
@@ -23,12 +22,8 @@ from patchwheel.errors import AuditError, PatchwheelError
 DESCRIPTION = """\
 Check every call from the consumer (e.g. speculators) into the provider (e.g. vLLM) against
 the provider's real signatures, statically (mypy on the provider's sources; nothing is
-installed or imported), and its plugin contract: each method of a consumer class that overrides
-a provider method against the base's declaration, hooks the provider removed, abstract methods
-it added, private provider API, and the classes and worker methods the consumer names by string
-(kv_connector, worker_extension_cls, collective_rpc). The consumer is checked against the
-provider version it declares (the baseline) and against the new one; only what the new one
-breaks is reported. Several --consumer are checked together, one report each.
+installed or imported). The consumer is checked against the provider version it declares (the
+baseline) and against the new one; only what the new one breaks is reported.
 PINs: `name==version` (sdist from the index), a git pin, or a local source directory."""
 
 
@@ -66,11 +61,7 @@ def add_audit_parser(
     )
     by_pin = target_trees is None
     parser.add_argument(
-        "--consumer",
-        required=by_pin,
-        action="append",
-        metavar="PIN",
-        help="e.g. speculators==0.3.0 (repeat for several consumers of one provider)",
+        "--consumer", required=by_pin, metavar="PIN", help="e.g. speculators==0.3.0"
     )
     parser.add_argument("--provider", required=by_pin, metavar="PIN", help="e.g. vllm==0.16.0")
     if target_trees is not None:
@@ -102,31 +93,24 @@ def audit_command(args: argparse.Namespace, target_trees: TargetTrees | None = N
     console = Console(soft_wrap=True)  # no hard wraps: paths and source lines stay whole
     progress = Console(stderr=True, soft_wrap=True)
     from patchwheel.audit.engine import MypyEngine  # the audit's imports, only when it runs
-    from patchwheel.audit.report import write_reports
-    from patchwheel.audit.run import audit_consumers
+    from patchwheel.audit.run import audit_pins
     from patchwheel.audit.target import audit_trees
 
     engine = MypyEngine(cache_dir=args.cache_dir) if args.cache_dir else MypyEngine()
     if args.consumer and args.provider:
-        reports = audit_consumers(
+        report = audit_pins(
             args.consumer, args.provider, args.baseline, engine=engine, progress=progress
         )
     elif target_trees is not None and not (args.consumer or args.provider):
         trees = target_trees(args)
-        reports = [audit_trees(trees, baseline=args.baseline, engine=engine, progress=progress)]
+        report = audit_trees(trees, baseline=args.baseline, engine=engine, progress=progress)
     else:
         raise AuditError("give both --consumer and --provider (or neither, for a --target)")
-    for number, report in enumerate(reports):
-        if number:
-            console.print()
-        report.render(console)
+    report.render(console)
     if args.json is not None:
-        if len(reports) == 1:
-            reports[0].write_json(args.json)
-        else:
-            write_reports(args.json, reports)
+        report.write_json(args.json)
         console.print(f"JSON report: {args.json}")
-    return max(report.exit_status for report in reports)
+    return report.exit_status
 
 
 def main_audit(argv: Sequence[str] | None = None) -> int:
