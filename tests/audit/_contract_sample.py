@@ -5,7 +5,9 @@ Between 1.0 and 2.0 the provider changes its contract every way the audit judges
 - ``Connector.save`` gains a required parameter, ``load`` renames one, ``flush`` makes one
   required, ``close`` makes one keyword-only; ``prefer_blocks`` is removed and
   ``register_blocks`` renamed ``register_kv_blocks``; ``shutdown`` is a new abstract method;
-  ``_cleanup`` (private) and ``describe`` are new methods whose names the plugin already uses;
+  ``_cleanup`` (private) and ``describe`` are new methods whose names the plugin already uses
+  (the plugin's ``describe`` accepts what the base's declares: no finding, an override now),
+  as is ``reset`` (the plugin's does not accept the base's ``hard``);
 - the connector registry drops ``FileConnector``;
 - the worker's ``load_model`` gains a required parameter, ``sleep`` is removed, ``capture``
   is new (the plugin's worker extension has one).
@@ -97,6 +99,8 @@ class Connector(ABC):
 
     def describe(self) -> str:
         return "connector"
+
+    def reset(self, hard: bool) -> None: ...
 """
 
 FACTORY = """
@@ -200,6 +204,8 @@ class MyConnector(Connector):
 
     def describe(self) -> str:
         return "mine"
+
+    def reset(self) -> None: ...
 
 
 class Extension:

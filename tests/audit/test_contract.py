@@ -69,12 +69,7 @@ def test_every_kind_of_contract_drift_names_the_class_the_base_and_both_signatur
             "shutdown",
         ),
         (Kind.PRIVATE_API, at(trees, "def _cleanup"), "prov.hooks.Connector._cleanup", "_cleanup"),
-        (
-            Kind.NEW_OVERRIDE,
-            at(trees, "def describe"),
-            "prov.hooks.Connector.describe",
-            "describe",
-        ),
+        (Kind.OVERRIDE_SIGNATURE, at(trees, "def reset"), "prov.hooks.Connector.reset", "hard"),
         (
             Kind.UNRESOLVED_NAME,
             at(trees, '"FileConnector"'),
@@ -129,6 +124,10 @@ def test_every_kind_of_contract_drift_names_the_class_the_base_and_both_signatur
     assert "renamed to register_kv_blocks?" in " ".join(renamed.changes)
     assert renamed.hints == ("register_kv_blocks: prov/hooks.py:24",)
 
+    reset = by_kind_detail[Kind.OVERRIDE_SIGNATURE, "hard"]
+    assert "(Connector gained reset since the baseline)" in reset.message
+    assert reset.old is None and reset.new.render() == "reset(hard: bool) -> None"
+
     abstract = by_kind_detail[Kind.MISSING_ABSTRACT, "shutdown"]
     assert "cannot instantiate" in abstract.message
     assert abstract.new.render() == "shutdown() -> None"
@@ -150,14 +149,14 @@ def test_what_already_held_at_baseline_is_listed_not_failed(drift: AuditReport) 
     }
     assert {(u.use, u.name) for u in drift.private} == {("override", "_write"), ("call", "_state")}
     cov = drift.coverage
-    # Ten overrides judged at 2.0 (__init__ among them: the provider builds the connector it
+    # Eleven overrides judged at 2.0 (__init__ among them: the provider builds the connector it
     # is named by; the dead ones are none), one class; the class path, the module-path
     # connector, the one the plugin registers itself and the JSON one resolve, FileConnector
     # no longer.
-    assert (cov.overrides, cov.classes, cov.named, cov.rpc) == (10, 1, 4, 3)
+    assert (cov.overrides, cov.classes, cov.named, cov.rpc) == (11, 1, 4, 3)
     data = drift.to_dict()
     assert {u["location"] for u in data["private_api"]} == {u.location for u in drift.private}
-    assert data["coverage"]["overrides"] == 10
+    assert data["coverage"]["overrides"] == 11
 
 
 def test_a_plugin_against_its_own_release_has_no_finding(
@@ -166,7 +165,7 @@ def test_a_plugin_against_its_own_release_has_no_finding(
     report = run_audit(trees["plug"], trees["1.0"], trees["1.0"], engine=engine, rules=sample.RULES)
     assert report.findings == []
     assert report.exit_status == 0
-    # prefer_blocks and register_blocks are overrides here, _cleanup and describe are not.
+    # prefer_blocks and register_blocks are overrides here, _cleanup, describe and reset not.
     assert report.coverage.overrides == 10
     assert report.coverage.named == 5 and report.coverage.rpc == 4
 

@@ -215,23 +215,6 @@ def _method(
                     use="override",
                 )
             )
-    elif old_base is None and old_record is not None and not fresh:
-        out.findings.append(
-            _finding(
-                Kind.NEW_OVERRIDE,
-                record,
-                method.line,
-                method.column,
-                roots,
-                symbol=base.symbol,
-                detail=name,
-                message=f"{where}{gained}: the provider now calls the class's own {name}, "
-                "which was not written as that hook",
-                new=new_side,
-                old=None,
-                override=_own(record, method, roots),
-            )
-        )
 
 
 def _detail(found: Sequence[Problem]) -> str:

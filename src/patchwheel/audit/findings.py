@@ -34,7 +34,6 @@ class Kind(StrEnum):
     NO_MATCHING_OVERLOAD = "no-matching-overload"
     OVERRIDE_SIGNATURE = "override-signature"  # no longer accepts what the base declares
     DEAD_OVERRIDE = "dead-override"  # overrides a method no provider base has any more
-    NEW_OVERRIDE = "new-override"  # the base gained a method the class already defined
     MISSING_ABSTRACT = "missing-abstract"  # the base gained an abstract method
     PRIVATE_API = "private-api"  # a `_name` of the provider, overridden or used
     UNRESOLVED_NAME = "unresolved-name"  # a class or method named by string, not found
