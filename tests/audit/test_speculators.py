@@ -124,6 +124,14 @@ def test_vllm_0_16_drift_with_both_locations(trees: dict[str, Path], engine: Myp
     assert config.new.location.startswith("vllm/config/scheduler.py:")
     assert "new required parameter is_encoder_decoder" in config.changes
     assert report.exit_status == 1
+    # Its plugin side: no subclass of a vLLM class; the worker extension named by string and
+    # four worker methods named in collective_rpc resolve at both pins; one private function.
+    cov = report.coverage
+    assert (cov.overrides, cov.classes, cov.named, cov.rpc) == (0, 0, 1, 4)
+    assert {(u.use, u.name) for u in report.private} == {
+        ("import", "_get_kv_cache_groups_uniform_spec"),
+        ("call", "_get_kv_cache_groups_uniform_spec"),
+    }
 
 
 def test_vllm_0_32_drift(trees: dict[str, Path], engine: MypyEngine) -> None:

@@ -6,10 +6,13 @@ subjects ``… (#NNNN)``, one side branch merged with ``--no-ff``. Planted chang
 - step 23 adds ``Executor.compile_or_warm_up_model`` and ``Executor.get_supported_layouts``;
 - step 41 removes ``Request``'s ``eos_token_id`` keyword (the consumer passes it);
 - step 50 adds ``Executor.set_layout``;
+- step 60 adds a required ``kv_layer`` to the ``KVConnectorBase.save`` hook (the consumer's
+  connector overrides it without);
 - step 70 is tagged ``v0.2.0``; step 73 adds ``vllm.v1.layout.resolve_layout``; step 75 is
   ``v0.3.0``.
 
-``speculators`` (a real git repo) calls the provider; its patch series (``0001``) adds the
+``speculators`` (a real git repo) calls the provider and subclasses its connector base; its
+patch series (``0001``) adds the
 calls to the APIs of steps 23, 50 and 73, the way patchwheel's series answer vLLM's changes.
 Its own history runs 12 commits from ``v0.3.0`` to ``v0.4.0``; commit 5 stops passing
 ``eos_token_id``.
@@ -36,6 +39,7 @@ GOOD, BAD, NEWEST = 0, 70, 75
 APPEARS = 41  # eos_token_id removed
 ADDED = 23  # compile_or_warm_up_model, get_supported_layouts
 LAYOUT = 50  # set_layout
+HOOK = 60  # KVConnectorBase.save gains kv_layer (an override-signature finding appears)
 RESOLVE = 73  # resolve_layout (beyond v0.2.0)
 SIDE_FROM, MERGE = 10, 30  # a side branch from step 10, merged at step 30
 CONSUMER_STEPS, CONSUMER_FIX = 12, 5  # speculators v0.3.0..v0.4.0; the eos_token_id call goes
@@ -73,6 +77,21 @@ class Request:
     ) -> None:
         self.request_id = request_id
         self.prompt_token_ids = prompt_token_ids
+"""
+
+CONNECTOR_BASE = """
+class KVConnectorBase:
+    def save(self, layer_name: str{kv_layer}) -> None:
+        self.saved = layer_name
+"""
+
+CONNECTOR = """
+from vllm.v1.connector import KVConnectorBase
+
+
+class HiddenStatesConnector(KVConnectorBase):
+    def save(self, layer_name: str) -> None:
+        self.layer = layer_name
 """
 
 LAYOUT_MODULE = """
@@ -152,6 +171,9 @@ def _provider_files(step: int) -> dict[str, str]:
             eos="" if step >= APPEARS else ", eos_token_id: int | None = None"
         ),
         "vllm/notes.py": f"CHANGES = {step}\n",
+        "vllm/v1/connector.py": CONNECTOR_BASE.format(
+            kv_layer=", kv_layer: int" if step >= HOOK else ""
+        ),
     }
     if step >= RESOLVE:
         files["vllm/v1/layout.py"] = LAYOUT_MODULE
@@ -163,6 +185,7 @@ def _subject(step: int) -> str:
         ADDED: "[Elastic] Async preparation",
         APPEARS: "[Frontend] Drop eos_token_id from Request",
         LAYOUT: "[KV-Cache Layout] set_layout RPC",
+        HOOK: "[KV Connector] Pass the layer to save",
         RESOLVE: "[KV-Cache Layout] Standardize KV cache layout",
     }
     return f"{named.get(step, f'[Misc] Change {step}')} (#{1000 + step})"
@@ -271,6 +294,7 @@ def make_consumer(path: Path) -> tuple[Path, str]:
             ),
             "src/speculators/__init__.py": "",
             "src/speculators/generator.py": CONSUMER,
+            "src/speculators/connector.py": CONNECTOR,
         },
     )
     _git(path, "add", "-A")

@@ -22,8 +22,10 @@ def test_the_planted_breaking_commit_in_at_most_seven_runs(
     report, commits = breaking.report, setup.history.commits
     assert report.steps == _history.BAD >= 64
     assert [s.key.detail for s in report.at_good] == []
-    assert [str(s.key) for s in report.at_bad] == [str(report.flips[0].subject.key)]
-    (flip,) = report.flips
+    assert sorted(str(s.key) for s in report.at_bad) == sorted(
+        str(f.subject.key) for f in report.flips
+    )
+    flip, _hook = report.flips  # by commit: eos_token_id (step 41), then the hook (step 60)
     assert flip.subject.key.kind == "unexpected-argument"
     assert flip.subject.key.detail == "eos_token_id"
     assert flip.change == "appears"
@@ -34,12 +36,33 @@ def test_the_planted_breaking_commit_in_at_most_seven_runs(
     assert flip.commit.pr == 1041
     assert flip.commit.date.startswith("2026-05-30T")
     assert flip.audit_runs <= 7
-    assert len(report.runs) == flip.audit_runs + 2  # the two ends, then the log2 steps
+    # The two ends, then the log2 steps, shared by both findings (at most 7 more for both).
+    assert flip.audit_runs + 2 <= len(report.runs) <= 2 + 7 + 7
     assert len({r.revision for r in report.runs}) == len(report.runs)  # never twice
     assert "eos_token_id: int | None = None" in flip.old
     assert flip.new == "Request(request_id: str, prompt_token_ids: list[int])"
     assert flip.changes == ("parameter eos_token_id removed",)
     assert flip.subject.patch is None  # the call is upstream speculators' own line
+
+
+def test_an_override_finding_is_followed_to_the_commit_that_changed_the_base(
+    breaking: Ran, setup: _history.Setup
+) -> None:
+    """The consumer's connector overrides ``KVConnectorBase.save``; step 60 adds a required
+    ``kv_layer`` to the base, which the override does not accept."""
+    report, commits = breaking.report, setup.history.commits
+    hook = next(f for f in report.flips if f.subject.key.kind == "override-signature")
+    assert hook.subject.key.detail == "kv_layer"
+    assert hook.subject.key.anchor == "src/speculators/connector.py:5:4"
+    assert hook.subject.symbol == "vllm.v1.connector.KVConnectorBase.save"
+    assert hook.change == "appears"
+    assert hook.commit.id == commits[_history.HOOK]
+    assert hook.commit.subject == "[KV Connector] Pass the layer to save (#1060)"
+    # Both sides are the base's hook as the provider declares it around the commit.
+    assert hook.old == "save(layer_name: str) -> None"
+    assert hook.new == "save(layer_name: str, kv_layer: int) -> None"
+    assert hook.changes == ("new required parameter kv_layer",)
+    assert hook.audit_runs <= 7
 
 
 def test_findings_that_disappear_share_their_runs(answered: Ran, setup: _history.Setup) -> None:
@@ -103,7 +126,8 @@ def test_reports_json_and_markdown(breaking: Ran, setup: _history.Setup, tmp_pat
     data = json.loads((target_dir / "bisect.json").read_text())
     assert data["schema"] == "patchwheel.bisect/1"
     assert data["audit_runs"] == len(report.runs) == len(data["runs"])
-    (flip,) = data["flips"]
+    flip, hook = data["flips"]
+    assert hook["commit"]["id"] == setup.history.commits[_history.HOOK]
     assert flip["commit"]["id"] == setup.history.commits[_history.APPEARS]
     assert flip["commit"]["pr"] == 1041
     assert flip["signature"]["changes"] == ["parameter eos_token_id removed"]

@@ -41,7 +41,14 @@ def test_the_command_writes_both_reports(setup: _history.Setup, tmp_path: Path) 
         f"unexpected-argument eos_token_id at {site} appears at commit {appears}" in result.stderr
     )
     assert "(#1041)" in result.stderr
-    assert result.stderr.count("bisect old run ") <= 9  # two ends + at most 7 steps
+    hook = setup.history.commits[_history.HOOK]
+    assert (
+        "override-signature kv_layer at src/speculators/connector.py:5:4 appears at commit "
+        f"{hook}" in result.stderr
+    )
+    assert "2 change(s) located" in result.stderr
+    # The two ends + at most 7 steps per change (the second shares the first's probes).
+    assert result.stderr.count("bisect old run ") <= 2 + 7 + 7
     data = json.loads((setup.root / "build" / "old" / "bisect.json").read_text())
     assert data["flips"][0]["commit"]["id"] == appears
     assert data["command"].startswith("patchwheel --root ")

@@ -5,8 +5,9 @@ mypy's build API, and writes the diagnostics plus every consumer expression that
 provider symbol (with the symbol's qualified name, definition and mypy's view of its signature)
 as JSON on stdout. It then hard-exits: freeing mypy's in-memory graph takes seconds.
 
-This is the only module that touches mypy's internals (build, nodes, types); the rest of the
-audit sees plain JSON.
+This module and `_mypy_classes` (the consumer's classes deriving from provider classes) are the
+only ones that touch mypy's internals (build, nodes, types); the rest of the audit sees plain
+JSON.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ from mypy.types import (
     UnionType,
     get_proper_type,
 )
+
+from patchwheel.audit._mypy_classes import ClassCollector
 
 Json = dict[str, Any]
 
@@ -325,16 +328,20 @@ def check(request: Json) -> Json:
         except CompileError as error:
             return {"error": "\n".join(error.messages)}
     resolver = _Resolver(result, options, set(request["provider_packages"]))
-    references = []
+    collector = ClassCollector(resolver.is_provider, resolver.definition)
+    references, classes = [], []
     for item in request["sources"]:
         tree = result.files.get(item["module"])
         if tree is None:
             continue
         for record in resolver.references(tree):
             references.append({"path": item["path"], **record})
+        for record in collector.records(tree):
+            classes.append({"path": item["path"], **record})
     return {
         "diagnostics": [_diagnostic(line) for line in result.errors],
         "references": references,
+        "classes": classes,
     }
 
 

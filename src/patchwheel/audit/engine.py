@@ -1,9 +1,11 @@
 """The type-checking engine behind the audit: a small interface and its mypy implementation.
 
 An engine checks consumer modules against one provider source tree and answers with plain
-data: the diagnostics it raised, and the consumer expressions it resolved to provider symbols
-(calls, attribute reads, imports). Everything provider-specific (which errors matter, the
-differential, the report) lives above this interface.
+data: the diagnostics it raised, the consumer expressions it resolved to provider symbols
+(calls, attribute reads, imports), and the consumer classes deriving from provider classes
+(each method they define, with the provider definition it overrides). Everything
+provider-specific (which errors matter, the differential, the report) lives above this
+interface.
 """
 
 from __future__ import annotations
@@ -119,9 +121,70 @@ class Reference:
 
 
 @dataclass(frozen=True)
+class Member:
+    """A method (or attribute) of a class as the engine sees it, and where it is defined.
+
+    `binding` is ``instance``, ``class``, ``static``, ``property`` or ``attribute``; `params`
+    are the parameters a caller passes (``self``/``cls`` aside).
+    """
+
+    symbol: str
+    binding: str
+    params: tuple[Param, ...] = ()
+    def_module: str | None = None
+    def_path: Path | None = None
+    def_line: int | None = None
+    abstract: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.symbol.rsplit(".", 1)[-1]
+
+
+@dataclass(frozen=True)
+class Method:
+    """A method a consumer class defines, and the provider definition it overrides (if any)."""
+
+    line: int
+    column: int
+    own: Member
+    base: Member | None  # the nearest provider class's definition of the same name
+
+    @property
+    def name(self) -> str:
+        return self.own.name
+
+
+@dataclass(frozen=True)
+class ClassRecord:
+    """A consumer class deriving (directly or not) from provider classes.
+
+    `provider_members` names every method the provider classes of its MRO define, with its
+    parameter names (to tell a renamed hook); `missing_abstract` the provider's abstract
+    methods nothing in the MRO implements; `abstract` whether the class declares abstract
+    methods itself (then it is a base for other consumer classes, and its unimplemented ones
+    are not its fault).
+    """
+
+    path: Path
+    line: int
+    symbol: str
+    provider_bases: tuple[str, ...]
+    provider_members: tuple[tuple[str, tuple[str, ...]], ...]
+    methods: tuple[Method, ...]
+    missing_abstract: tuple[Member, ...] = ()
+    abstract: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.symbol.rsplit(".", 1)[-1]
+
+
+@dataclass(frozen=True)
 class CheckResult:
     diagnostics: tuple[Diagnostic, ...]
     references: tuple[Reference, ...]
+    classes: tuple[ClassRecord, ...] = ()
 
 
 class Engine(Protocol):
@@ -255,6 +318,7 @@ class MypyEngine:
         return CheckResult(
             diagnostics=tuple(_diagnostic(d) for d in errors),
             references=tuple(_reference(r, view) for r in answer["references"]),
+            classes=tuple(_class_record(c, view) for c in answer.get("classes", [])),
         )
 
     def _run_worker(self, payload: dict[str, Any], workdir: Path) -> dict[str, Any]:
@@ -335,4 +399,37 @@ def _reference(raw: dict[str, Any], view: Path) -> Reference:
         ),
         annotation=raw.get("annotation"),
         owner=raw.get("owner"),
+    )
+
+
+def _member(raw: dict[str, Any], view: Path) -> Member:
+    return Member(
+        symbol=raw["symbol"],
+        binding=raw["binding"],
+        params=tuple(Param(**p) for p in raw.get("params", [])),
+        def_module=raw.get("def_module"),
+        def_path=_real_path(raw.get("def_path"), view),
+        def_line=raw.get("def_line"),
+        abstract=raw.get("abstract", False),
+    )
+
+
+def _class_record(raw: dict[str, Any], view: Path) -> ClassRecord:
+    return ClassRecord(
+        path=Path(raw["path"]),
+        line=raw["line"],
+        symbol=raw["symbol"],
+        provider_bases=tuple(raw["provider_bases"]),
+        provider_members=tuple((name, tuple(params)) for name, params in raw["provider_members"]),
+        methods=tuple(
+            Method(
+                line=m["line"],
+                column=m["column"],
+                own=_member(m["own"], view),
+                base=_member(m["base"], view) if m.get("base") else None,
+            )
+            for m in raw["methods"]
+        ),
+        missing_abstract=tuple(_member(m, view) for m in raw.get("missing_abstract", [])),
+        abstract=raw.get("abstract", False),
     )

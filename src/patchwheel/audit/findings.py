@@ -18,7 +18,12 @@ from patchwheel.audit.engine import Diagnostic, Reference
 
 
 class Kind(StrEnum):
-    """Provider-related kinds of drift (signature drift: visible statically)."""
+    """Provider-related kinds of drift (signature drift: visible statically).
+
+    The first seven are the consumer's calls into the provider; the rest its plugin contract:
+    overrides of provider methods, the provider's abstract methods, private provider API, and
+    classes or methods the consumer names by string for the provider to resolve.
+    """
 
     MISSING_MODULE = "missing-module"
     MISSING_NAME = "missing-name"
@@ -27,6 +32,13 @@ class Kind(StrEnum):
     MISSING_ARGUMENT = "missing-argument"
     TOO_MANY_ARGUMENTS = "too-many-arguments"
     NO_MATCHING_OVERLOAD = "no-matching-overload"
+    OVERRIDE_SIGNATURE = "override-signature"  # no longer accepts what the base declares
+    DEAD_OVERRIDE = "dead-override"  # overrides a method no provider base has any more
+    MISSING_ABSTRACT = "missing-abstract"  # the base gained an abstract method
+    PRIVATE_API = "private-api"  # a `_name` of the provider, overridden or used
+    UNRESOLVED_NAME = "unresolved-name"  # a class or method named by string, not found
+    NAME_CONFLICT = "name-conflict"  # a worker extension's name the worker already has
+    DYNAMIC_NAME = "dynamic-name"  # named by a string built at run time (blind spot)
 
 
 _CALLEE = r'(?P<callee>"[^"]+"(?: of "[^"]+")?)'

@@ -6,6 +6,7 @@ import configparser
 import re
 import tomllib
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.metadata import RawMetadata, parse_email
@@ -142,3 +143,31 @@ def declared_pin(consumer_root: Path, provider: str) -> str:
             f"pass the baseline explicitly, e.g. --baseline {provider}==X.Y.Z"
         )
     return pins.pop()
+
+
+def relative(path: Path, root: Path) -> str:
+    """`path` relative to the tree `root`, as a POSIX string (as it is when outside it)."""
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def source_line(path: Path, line: int) -> str:
+    """The stripped text of line `line` of `path` ("" when it cannot be read)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return ""
+    return lines[line - 1].strip() if 0 < line <= len(lines) else ""
+
+
+@dataclass(frozen=True)
+class Roots:
+    """The three trees of an audit (consumer, new provider, baseline provider) and the new
+    provider's package directories: where findings' paths are relative to."""
+
+    consumer: Path
+    provider: Path
+    baseline: Path
+    provider_dirs: tuple[Path, ...]

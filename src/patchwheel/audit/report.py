@@ -1,4 +1,4 @@
-"""The audit report: findings, blind spots and coverage; rendered for people (rich) and as JSON."""
+"""The audit report: findings, blind spots, private API and coverage; for people and as JSON."""
 
 from __future__ import annotations
 
@@ -21,11 +21,18 @@ SCHEMA = "patchwheel.audit/1"
 #: What a static audit cannot see; printed with every report.
 CANNOT_SEE = (
     "Behaviour drift: a call that keeps its signature but now returns another shape (one item "
-    "instead of a list), a step that now needs a follow-up call, a default that flipped.",
-    "Argument types: only the presence, names and arity of parameters are judged.",
+    "instead of a list), a step that now needs a follow-up call, a default that flipped; an "
+    "override the provider now calls at another moment, or expects another result from.",
+    "Argument and return types: only the presence, names, kinds and arity of parameters are "
+    "judged, for calls and overrides alike.",
     "Code the checker sees as Any: unannotated parameters, attributes mixed in at run time "
-    "(worker extensions), classes deriving from unresolved bases such as torch.nn.Module.",
-    "Calls made by name at run time (collective_rpc('method'), getattr, string class paths).",
+    "(what a worker extension reads from the worker), classes deriving from unresolved bases "
+    "such as torch.nn.Module.",
+    "Constructors of the consumer's subclasses of provider classes, except those the provider "
+    "builds itself from a string (connectors named in a kv_transfer_config).",
+    "Names built at run time: getattr with a computed name, a connector, class path or "
+    "collective_rpc method that is not a string literal (each such site is listed as a blind "
+    "spot), plugins registered through entry points.",
 )
 VERIFY_HINT = "Run `nox -s verify` (CPU extraction with the built wheels) to catch these."
 
@@ -56,6 +63,7 @@ class Finding:
     old: ProviderSide | None
     changes: tuple[str, ...] = ()
     hints: tuple[str, ...] = ()
+    override: str | None = None  # the consumer's own definition (overrides)
 
     @property
     def location(self) -> str:
@@ -64,7 +72,8 @@ class Finding:
 
 @dataclass(frozen=True)
 class BlindSpot:
-    """A provider error the baseline already had: the audit cannot judge this site."""
+    """A provider error the baseline already had, or a name the audit cannot resolve
+    statically: either way the audit cannot judge this site."""
 
     kind: Kind
     path: str
@@ -80,14 +89,40 @@ class BlindSpot:
 
 
 @dataclass(frozen=True)
+class PrivateUse:
+    """A private provider member (``_name``) the consumer overrides, calls or reads, as it
+    already did at baseline: no contract covers it (a new one is a finding)."""
+
+    path: str
+    line: int
+    source: str
+    name: str
+    symbol: str
+    use: str  # override | call | read
+
+    @property
+    def location(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@dataclass(frozen=True)
 class Coverage:
-    """How much of the consumer's use of the provider the engine could resolve."""
+    """How much of the consumer's use of the provider the engine could resolve.
+
+    `overrides`: methods of consumer classes that override a provider method at the new pin,
+    in `classes` classes deriving from provider classes; `named`: classes (and module paths)
+    named by string and resolved, `rpc`: methods named by string (``collective_rpc``).
+    """
 
     files: int
     calls: int
     attributes: int
     imports: int
     unchecked: int
+    overrides: int = 0
+    classes: int = 0
+    named: int = 0
+    rpc: int = 0
 
 
 @dataclass
@@ -99,6 +134,7 @@ class AuditReport:
     findings: list[Finding] = field(default_factory=list)
     blind_spots: list[BlindSpot] = field(default_factory=list)
     coverage: Coverage = field(default_factory=lambda: Coverage(0, 0, 0, 0, 0))
+    private: list[PrivateUse] = field(default_factory=list)
 
     @property
     def exit_status(self) -> int:
@@ -114,6 +150,7 @@ class AuditReport:
             "engine": self.engine,
             "findings": [_finding_dict(f) for f in self.findings],
             "blind_spots": [{**asdict(b), "location": b.location} for b in self.blind_spots],
+            "private_api": [{**asdict(u), "location": u.location} for u in self.private],
             "coverage": asdict(self.coverage),
             "cannot_see": list(CANNOT_SEE),
             "verify": VERIFY_HINT,
@@ -136,6 +173,7 @@ class AuditReport:
             "baseline": self.baseline.label,
             "findings": len(self.findings),
             "blind_spots": len(self.blind_spots),
+            "private_api": len(self.private),
             "symbols": sorted({f"{f.kind}:{f.symbol}" for f in self.findings}),
         }
 
@@ -203,6 +241,8 @@ def render(report: AuditReport, console: Console) -> None:
             )
             console.print(f"    [dim]|[/dim] {escape(f.source)}")
             console.print(f"    {escape(f.message)}")
+            if f.override is not None:
+                console.print(f"    override: {escape(f.override)}")
             keep = _focus(f)
             console.print(_side("old", f.old, keep))
             console.print(_side("new", f.new, keep))
@@ -213,17 +253,20 @@ def render(report: AuditReport, console: Console) -> None:
     if report.blind_spots:
         console.print(
             f"\n[bold yellow]Blind spots[/bold yellow] ({len(report.blind_spots)}): these sites "
-            "already fail the check at baseline, so the audit cannot judge them"
+            "already fail the check at baseline, or name what the audit cannot resolve "
+            "statically, so the audit cannot judge them"
         )
         for b in report.blind_spots:
             where = f"{b.kind} {escape(b.location)}  {escape(b.symbol)}"
             console.print(f"  {where}: {escape(b.message)}")
-    cov = report.coverage
-    console.print(
-        f"\nChecked {cov.calls} calls, {cov.attributes} attribute reads and {cov.imports} imports "
-        f"of {', '.join(report.provider.packages)} in {cov.files} files"
-        + (f"; {cov.unchecked} could not be checked (Any-typed)." if cov.unchecked else ".")
-    )
+    if report.private:
+        console.print(
+            f"\n[bold yellow]Private provider API[/bold yellow] ({len(report.private)}), used "
+            "as at baseline; no contract covers it"
+        )
+        for u in report.private:
+            console.print(f"  {u.use} {escape(u.location)}  {escape(u.symbol)}")
+    console.print("\n" + coverage_line(report))
     console.print("[bold]Not visible to this audit:[/bold]")
     for item in CANNOT_SEE:
         console.print(f"  - {escape(item)}")
@@ -234,3 +277,22 @@ def render(report: AuditReport, console: Console) -> None:
         else "[green]no signature drift[/green]"
     )
     console.print(f"\nResult: {verdict}, {len(report.blind_spots)} blind spot(s).")
+
+
+def coverage_line(report: AuditReport) -> str:
+    """``Checked N calls, M attribute reads, …``: what the engine resolved and judged."""
+    cov = report.coverage
+    named = f"{cov.named} string-named class{'es' if cov.named != 1 else ''}"
+    parts = [
+        f"{cov.calls} calls",
+        f"{cov.attributes} attribute reads",
+        f"{cov.imports} imports",
+        f"{cov.overrides} overrides (in {cov.classes} subclasses of provider classes)",
+        named,
+        f"{cov.rpc} methods named by string (collective_rpc)",
+    ]
+    text = (
+        f"Checked {', '.join(parts[:-1])} and {parts[-1]} of "
+        f"{', '.join(report.provider.packages)} in {cov.files} files"
+    )
+    return text + (f"; {cov.unchecked} could not be checked (Any-typed)." if cov.unchecked else ".")

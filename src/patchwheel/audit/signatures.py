@@ -15,7 +15,7 @@ from pathlib import Path
 
 import griffe
 
-from patchwheel.audit.engine import Param, Reference
+from patchwheel.audit.engine import EngineSignature, Member, Param, Reference
 
 _KIND = {
     griffe.ParameterKind.positional_only: "positional-only",
@@ -143,18 +143,32 @@ def _griffe_params(function: griffe.Function) -> tuple[Param, ...]:
     return tuple(params)
 
 
+def signature_at(module: str | None, path: Path | None, qualname: str) -> Signature | None:
+    """The signature `qualname` has in `module` (read from `path`), as its source writes it:
+    a function's, a class's constructor's, an attribute's annotation."""
+    short = qualname.rsplit(".", 1)[-1]
+    obj = _lookup(module, path, qualname)
+    if isinstance(obj, griffe.Function) and not obj.is_alias:
+        return Signature(short, _griffe_params(obj), _text(obj.returns))
+    if isinstance(obj, griffe.Class) and not obj.is_alias:
+        init = obj.members.get("__init__")
+        if isinstance(init, griffe.Function):
+            return Signature(short, _griffe_params(init))
+    if isinstance(obj, griffe.Attribute) and not obj.is_alias and obj.annotation is not None:
+        return Signature(short, annotation=_text(obj.annotation))
+    return None
+
+
 def signature_of(ref: Reference) -> Signature | None:
     """The signature of the symbol `ref` resolved to, from its source (or the engine)."""
     short = ref.symbol.rsplit(".", 1)[-1]
     obj = _lookup(ref.def_module, ref.def_path, _qualname(ref.symbol, ref.def_module))
     if obj is not None and obj.is_alias:
         obj = None
-    if isinstance(obj, griffe.Function):
-        return Signature(short, _griffe_params(obj), _text(obj.returns))
-    if isinstance(obj, griffe.Class):
-        init = obj.members.get("__init__")
-        if isinstance(init, griffe.Function):
-            return Signature(short, _griffe_params(init))
+    if isinstance(obj, griffe.Function | griffe.Class):
+        found = signature_at(ref.def_module, ref.def_path, _qualname(ref.symbol, ref.def_module))
+        if found is not None:
+            return found
     if isinstance(obj, griffe.Attribute):
         return Signature(short, annotation=_text(obj.annotation) or ref.annotation)
     if ref.signature is not None:
@@ -188,6 +202,28 @@ def describe(ref: Reference | None, symbol: str, provider_root: Path) -> Provide
     if not ref.found:
         return ProviderSide(symbol, exists=False, location=location)
     return ProviderSide(ref.symbol, exists=True, location=location, signature=signature_of(ref))
+
+
+def member_reference(member: Member) -> Reference:
+    """A class member as a resolved reference (what :func:`describe` reads)."""
+    return Reference(
+        path=member.def_path or Path(),
+        line=0,
+        column=0,
+        role="member",
+        name=member.name,
+        symbol=member.symbol,
+        found=True,
+        def_module=member.def_module,
+        def_path=member.def_path,
+        def_line=member.def_line,
+        signature=EngineSignature(member.params),
+    )
+
+
+def describe_member(member: Member | None, symbol: str, root: Path) -> ProviderSide:
+    """:func:`describe` for a class member (a provider base method, or the consumer's own)."""
+    return describe(member_reference(member) if member else None, symbol, root)
 
 
 def _param_diff(old: ProviderSide | None, new: ProviderSide) -> list[tuple[str, str]]:

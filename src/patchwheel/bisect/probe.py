@@ -4,8 +4,10 @@ The moving side is the provider (the usual case: the consumer is a target's patc
 the provider's history moves) or the consumer (its own history moves against a fixed provider).
 A finding is known across steps by its key: the consumer site (path, line, column) when the
 consumer stands still, the provider symbol when the consumer moves (its lines shift); with the
-kind and the one name at fault (a finding that names several missing arguments gives one key
-per argument, so each is bisected on its own).
+kind and the one name at fault (a finding that names several missing arguments, or an override
+that no longer accepts several of its base's parameters, gives one key per parameter, so each is
+bisected on its own). Override findings sit on the consumer's ``def`` line; the moving side of
+one is the provider base method there (see :meth:`AuditRun.side`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from patchwheel.errors import BisectError, PatchwheelError
 
 Side = Literal["provider", "consumer"]
 _NAMED = (Kind.MISSING_NAME, Kind.MISSING_ATTRIBUTE)
+# Findings naming several parameters: each parameter may flip at its own commit.
+_PER_PARAMETER = (Kind.MISSING_ARGUMENT, Kind.OVERRIDE_SIGNATURE)
 
 
 @dataclass(frozen=True, order=True)
@@ -55,7 +59,7 @@ def keys_of(finding: Finding, moving: Side) -> Iterator[FindingKey]:
     )
     details = (
         (finding.detail or "").split(", ")
-        if finding.kind is Kind.MISSING_ARGUMENT
+        if finding.kind in _PER_PARAMETER
         else [finding.detail or ""]
     )
     for detail in details:
