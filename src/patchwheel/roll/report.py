@@ -186,6 +186,9 @@ def _rebase_lines(rebase: Mapping[str, Any] | None, stop: Mapping[str, Any] | No
         if not project["replayed"]:
             continue
         lines += ["", f"## {project['name']}: patches", ""]
+        if not project["patches"]:
+            lines.append("No patches.")
+            continue
         lines += ["| patch | class | why | files changed upstream |", "| --- | --- | --- | --- |"]
         for row in project["patches"]:
             why = row["reason"] or "-"

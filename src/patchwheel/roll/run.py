@@ -289,7 +289,7 @@ def _say(status: str, state: RollState, files: list[Path], next_steps: list[str]
     if next_steps:
         console.status("next:")
         for step in next_steps:
-            console.status(f"  {step}")
+            console.status(f"  {escape(step)}")
 
 
 def _refuse_in_progress(workspace: Workspace, target_name: str) -> None:
