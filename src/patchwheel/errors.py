@@ -17,6 +17,10 @@ class PinError(ConfigError):
     """A pin cannot be parsed, is unsafe, or does not resolve."""
 
 
+class NotOnIndexError(PinError):
+    """The package index lists no file a pin asks for (upstream did not build it)."""
+
+
 class LockError(ConfigError):
     """The lock disagrees with the target or with upstream (a moved tag, a changed pin)."""
 

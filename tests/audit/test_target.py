@@ -14,7 +14,7 @@ from patchwheel.audit.target import audit_trees, build_hook
 from patchwheel.errors import AuditError, BuildError
 from tests.audit._sample import CONSUMER, PROVIDER, line_of, write_tree
 
-TARGET = SimpleNamespace(name="tiny-target")
+TARGET = SimpleNamespace(name="tiny-target", projects=())  # no provider variants to audit
 
 
 @pytest.fixture

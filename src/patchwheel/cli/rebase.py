@@ -1,10 +1,12 @@
 """``patchwheel rebase``: move a target's series onto new pins (3-way, classified, resumable).
 
     patchwheel rebase --target T --onto PIN [--onto PIN …] [--new-target NAME] [--no-audit]
+                      [--missing VARIANT=keep|drop …]
     patchwheel rebase [--target T] --continue | --skip | --abort
 
 Exit status of ``rebase``: 0 when done (or nothing to do), 3 when stopped at a conflict (the
-vendor tree waits for a resolution), 1 on an error.
+vendor tree waits for a resolution), 1 on an error, or when done but a variant the new version
+has no wheel of was dropped without a declared policy (the command that keeps it is printed).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from rich.table import Table
 
 from patchwheel import console
 from patchwheel.cli import _context
+from patchwheel.config.targets import load_target
 from patchwheel.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -32,7 +35,10 @@ Rebase a target's patch series onto new pins. PIN uses target.toml's syntax: `vl
 variant), `name @ git+URL@REV`, a wheel or sdist URL or path. Each patch is classified clean,
 offset, merged (3-way), conflict, upstream (already there: dropped) or target-gone. A conflict
 stops with the vendor tree in git's conflict state: resolve it, then --continue (or --skip the
-patch, or --abort everything). The report goes to build/<target>/rebase.md and rebase.json."""
+patch, or --abort everything). A variant that follows the new version but has no wheel of it
+(upstream did not build it) is kept at its pin or dropped, as its `missing` in target.toml (or
+--missing) says; without either it is dropped and the exit status is 1, with the command that
+keeps it. The report goes to build/<target>/rebase.md and rebase.json."""
 
 
 def register(sub: _context.SubParsers) -> None:
@@ -56,6 +62,14 @@ def register(sub: _context.SubParsers) -> None:
     )
     action.add_argument("--skip", action="store_true", help="drop the stopped patch, go on")
     action.add_argument("--abort", action="store_true", help="undo the rebase entirely")
+    parser.add_argument(
+        "--missing",
+        action="append",
+        default=[],
+        metavar="VARIANT=keep|drop",
+        help="when the new version has no wheel of VARIANT: keep its pin, or drop it (overrides "
+        "target.toml's `missing`); repeatable",
+    )
     parser.add_argument("--no-audit", action="store_true", help="skip the API audit at the end")
     parser.add_argument("--json", action="store_true", help="print the JSON report on stdout")
     parser.set_defaults(handler=run)
@@ -65,12 +79,15 @@ def run(args: argparse.Namespace) -> int:
     """Start, continue, skip or abort a rebase; exit status 3 when it stops at a conflict, 1
     when it is done but its audit could not run."""
     from patchwheel import rebase  # imported when the verb runs
+    from patchwheel.rebase.missing import parse_overrides
 
     workspace = _context.workspace(args)
     audit = None if args.no_audit else rebase.audit_pairs
     if args.resume or args.skip or args.abort:
-        if args.onto or args.new_target:
-            raise ConfigError("--continue, --skip and --abort take no --onto or --new-target")
+        if args.onto or args.new_target or args.missing:
+            raise ConfigError(
+                "--continue, --skip and --abort take no --onto, --new-target or --missing"
+            )
         if args.abort:
             outcome = rebase.abort(workspace, args.target)
         elif args.skip:
@@ -78,18 +95,23 @@ def run(args: argparse.Namespace) -> int:
         else:
             outcome = rebase.resume(workspace, _context.cache(args), args.target, audit=audit)
     else:
+        name = _context.target_name(args)
+        target = load_target(workspace.patches, name)
         outcome = rebase.start(
             workspace,
             _context.cache(args),
-            _context.target_name(args),
+            name,
             args.onto,
             new_target=args.new_target,
             audit=audit,
+            missing=parse_overrides(args.missing, target),
         )
     return _print(outcome, args.json)
 
 
 def _print(outcome: rebase.Outcome, as_json: bool) -> int:
+    from patchwheel.rebase.missing import from_dict
+
     if outcome.stop is not None:
         print_stop(outcome.stop, outcome.target)
         return STOPPED
@@ -99,7 +121,17 @@ def _print(outcome: rebase.Outcome, as_json: bool) -> int:
             console.status(f"report: {path}")
     if as_json and outcome.report:
         print(json.dumps(outcome.report, indent=2))
-    audit = (outcome.report or {}).get("audit") or {}
+    report = outcome.report or {}
+    for row in report.get("missing-variants") or []:
+        colour = "red" if row.get("asks") else "yellow"
+        sentence = escape(from_dict(row).sentence(outcome.output))
+        console.stderr.print(f"[{colour}]{sentence}[/]", highlight=False)
+    if report.get("next") and outcome.status == "done":
+        console.stderr.print("[bold red]a person is needed[/]; next:", highlight=False)
+        for step in report["next"]:
+            console.stderr.print(f"  {escape(step)}", highlight=False)
+        return 1
+    audit = report.get("audit") or {}
     if outcome.status == "done" and audit.get("status") == "failed":
         console.stderr.print(
             f"[bold red]error:[/] the rebase is done, but {escape(str(audit['reason']))}",

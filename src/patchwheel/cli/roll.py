@@ -1,7 +1,8 @@
 """``patchwheel roll``: move a target onto its channel's newest (or a given) revision.
 
     patchwheel roll --target T [--to VERSION|COMMIT|latest] [--new-target NAME]
-                    [--verify extraction|install]
+                    [--verify extraction|install] [--pre] [--project P]
+                    [--missing VARIANT=keep|drop …]
     patchwheel roll --target T --continue | --skip | --abort
 
 Exit status: 0 green (or already up to date), 1 a person is needed (a conflict, new drift, a
@@ -17,7 +18,9 @@ from rich.markup import escape
 
 from patchwheel import console, roll
 from patchwheel.cli import _context
+from patchwheel.config.targets import load_target
 from patchwheel.errors import ConfigError, PatchwheelError
+from patchwheel.rebase.missing import parse_overrides
 
 ERROR = 2
 
@@ -25,7 +28,12 @@ ROLL_HELP = """\
 Roll a target onto the newest revision of the channel its target.toml names
 ([projects.P.channel]: a nightly / per-commit wheel index and the git repository of its
 sources), or onto --to VERSION (e.g. 0.33.1rc1.dev123+g1a2b3c4d5) or a commit: the source pin
-becomes that commit, each variant's pin that revision's wheel (sha256 recorded); the series is
+becomes that commit, each variant's pin that revision's wheel (sha256 recorded). Without a
+channel table the roll follows the project's releases on the package index its pin comes from
+(pip's index-url): the newest final release (--pre: pre-releases too) or --to 0.33.0; the
+source pin becomes its sdist, each variant's pin its wheel. A variant the release has no wheel
+of is kept at its pin or dropped, as its `missing` in target.toml (or --missing) says; without
+either it is dropped and the exit status is 1, with the command that keeps it. The series is
 rebased (patches whose Drop-When holds or whose change is upstream are dropped; remembered
 resolutions answer known conflicts), the target built and audited (drift is bisected to the
 upstream commit that introduced it) and verified on CPU where it has a CPU variant. Report:
@@ -44,7 +52,25 @@ def register(sub: _context.SubParsers) -> None:
     parser.add_argument(
         "--to",
         metavar="VERSION",
-        help="a channel version, a commit id, or latest (default: latest)",
+        help="a channel version, a commit id, a release (0.33.0), or latest (default: latest)",
+    )
+    parser.add_argument(
+        "--pre",
+        action="store_true",
+        help="following releases: pre-releases count as the newest (default: final releases)",
+    )
+    parser.add_argument(
+        "--project",
+        help="the project to roll (default: the one with a channel, else the one "
+        "overlay project pinned to a release)",
+    )
+    parser.add_argument(
+        "--missing",
+        action="append",
+        default=[],
+        metavar="VARIANT=keep|drop",
+        help="when the new version has no wheel of VARIANT: keep its pin, or drop it (overrides "
+        "target.toml's `missing`); repeatable",
     )
     parser.add_argument(
         "--new-target", metavar="NAME", help="write the result as a new target (T untouched)"
@@ -83,13 +109,17 @@ def _run(args: argparse.Namespace) -> roll.RollOutcome:
     workspace = _context.workspace(args)
     name = _context.target_name(args)
     if args.resume or args.skip or args.abort:
-        if args.to or args.new_target:
-            raise ConfigError("--continue, --skip and --abort take no --to or --new-target")
+        if args.to or args.new_target or args.missing or args.pre or args.project:
+            raise ConfigError(
+                "--continue, --skip and --abort take no --to, --new-target, --missing, --pre "
+                "or --project"
+            )
         if args.abort:
             return roll.abort(workspace, name)
         if args.skip:
             return roll.skip(workspace, _context.cache(args), name)
         return roll.resume(workspace, _context.cache(args), name)
+    target = load_target(workspace.patches, name)
     return roll.start(
         workspace,
         _context.cache(args),
@@ -97,4 +127,7 @@ def _run(args: argparse.Namespace) -> roll.RollOutcome:
         to=args.to,
         new_target=args.new_target,
         verify=args.verify,
+        pre=args.pre,
+        project=args.project,
+        missing=parse_overrides(args.missing, target),
     )

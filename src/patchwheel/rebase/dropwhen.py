@@ -19,7 +19,7 @@ patch.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from packaging.utils import canonicalize_name
@@ -84,6 +84,37 @@ def evaluate(text: str, versions: Mapping[str, Version | None]) -> Evaluation:
         clauses += parts
         alternatives.append(all_of([c.value for c in parts]))
     return Evaluation(text.strip(), any_of(alternatives), tuple(clauses))
+
+
+def evaluate_each(text: str, version_sets: Sequence[Mapping[str, Version | None]]) -> Evaluation:
+    """Evaluate a ``Drop-When`` for every build of the target: it holds only if it holds for
+    each set of versions (a variant kept at an older release than its project's source is one
+    more set: a patch it still needs is not dropped for the newer one's sake)."""
+    evaluations = [evaluate(text, versions) for versions in version_sets]
+    if len(evaluations) == 1:
+        return evaluations[0]
+    clauses = tuple(dict.fromkeys(c for e in evaluations for c in e.clauses))
+    return Evaluation(text.strip(), all_of([e.value for e in evaluations]), clauses)
+
+
+def build_versions(entries: Iterable[LockedPin]) -> list[dict[str, Version | None]]:
+    """The version sets a target's builds stand on: its source pins' versions, then one set per
+    variant whose wheel is of another release than its project's source (a kept variant)."""
+    listed = list(entries)
+    base = pin_versions(listed)
+    sets = [base]
+    for entry in listed:
+        if ":" not in entry.key:
+            continue
+        project = canonicalize_name(entry.key.split(":", 1)[0])
+        version = entry.file_version
+        source = base.get(project)
+        if version is None or source is None or Version(version.public) == Version(source.public):
+            continue
+        variant_set = {**base, project: version}
+        if variant_set not in sets:
+            sets.append(variant_set)
+    return sets
 
 
 def pin_versions(entries: Iterable[LockedPin]) -> dict[str, Version | None]:

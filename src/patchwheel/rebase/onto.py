@@ -50,6 +50,7 @@ class PinChange:
     old: PinSpec
     new: PinSpec
     why: str
+    derived: bool = False  # a variant that followed its project's new source version
 
     @property
     def project(self) -> str:
@@ -133,7 +134,11 @@ def plan_changes(
             sha256=known_sha.get(spec.key),
             platform=spec.platform,
         )
-        changes.append(PinChange(spec.key, spec, new, why))
+        changes.append(
+            PinChange(
+                spec.key, spec, new, why, derived=spec.key in derived and spec.key not in explicit
+            )
+        )
     return changes, warnings
 
 

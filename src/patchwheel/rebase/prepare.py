@@ -8,23 +8,25 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
 import git
+from rich.markup import escape
 
 from patchwheel import console
 from patchwheel.building.trees import upstream_of
 from patchwheel.config.lock import LockedPin
-from patchwheel.config.targets import TARGET_FILE, PinSpec, Target
-from patchwheel.errors import VendorError
+from patchwheel.config.targets import TARGET_FILE, MissingPolicy, PinSpec, Target
+from patchwheel.errors import NotOnIndexError, VendorError
 from patchwheel.patching import vendor, vendor_git
 from patchwheel.patching.export import (
     applied_entries,
 )
 from patchwheel.patching.patches import Patch, read_series
+from patchwheel.rebase import missing as missing_mod
 from patchwheel.rebase import onto as onto_mod
 from patchwheel.rebase import replay, rerere
 from patchwheel.rebase.state import (
@@ -56,6 +58,35 @@ def resolve_changes(changes: Sequence[onto_mod.PinChange], cache: Cache) -> dict
     return resolved
 
 
+def resolve_moves(
+    target: Target,
+    changes: Sequence[onto_mod.PinChange],
+    cache: Cache,
+    overrides: Mapping[str, MissingPolicy],
+) -> tuple[list[onto_mod.PinChange], dict[str, LockedPin], list[missing_mod.MissingVariant]]:
+    """Resolve each new pin (network); a variant that followed its project's new version but
+    has no wheel of it is answered by its ``missing`` policy (kept: its change is withdrawn;
+    dropped: left out of the result) instead of stopping the rebase."""
+    variants = {v.spec.key: v for p in target.projects for v in p.variants}
+    kept: list[onto_mod.PinChange] = []
+    resolved: dict[str, LockedPin] = {}
+    found: list[missing_mod.MissingVariant] = []
+    for change in changes:
+        console.status(f"resolve {change.key}: {change.new.pin.text}")
+        try:
+            resolved[change.key] = resolve(change.new, cache)
+        except NotOnIndexError as exc:
+            if not change.derived or change.key not in variants:
+                raise
+            version = getattr(change.new.pin, "version", change.new.pin.text)
+            answer = missing_mod.decide(variants[change.key], version, str(exc), overrides)
+            console.status(f"[yellow]warning:[/] {escape(answer.sentence('the result'))}")
+            found.append(answer)
+            continue
+        kept.append(change)
+    return kept, resolved, found
+
+
 def new_state(
     workspace: Workspace,
     target: Target,
@@ -65,9 +96,16 @@ def new_state(
     onto: Sequence[str],
     output: str,
     warnings: list[str],
+    missing: Sequence[missing_mod.MissingVariant] = (),
 ) -> RebaseState:
-    """The rebase's state at its start: new target.toml and lock, the changes, no projects."""
-    new_lock = [resolved.get(spec.key, lock[spec.key]) for spec in target.pin_specs]
+    """The rebase's state at its start: new target.toml and lock, the changes, no projects.
+
+    ``missing``: variants the new version has no wheel of; the dropped ones leave the result."""
+    dropped = [m for m in missing if m.policy == "drop"]
+    gone = {m.key for m in dropped}
+    new_lock = [
+        resolved.get(spec.key, lock[spec.key]) for spec in target.pin_specs if spec.key not in gone
+    ]
     toml_text = onto_mod.rewrite_target_toml(
         (target.root / TARGET_FILE).read_text("utf-8"),
         {c.key: c.new.pin.text for c in changes},
@@ -77,6 +115,7 @@ def new_state(
         description=onto_mod.follow_description(target.description, changes),
         declare=[c.key for c in changes if c.new.sha256],
     )
+    toml_text = missing_mod.drop_variants(toml_text, dropped, where=str(target.root / TARGET_FILE))
     return RebaseState(
         target=target.name,
         output=output,
@@ -99,6 +138,7 @@ def new_state(
         ],
         warnings=warnings,
         started=datetime.now(UTC).isoformat(timespec="seconds"),
+        missing=[m.to_dict() for m in missing],
     )
 
 

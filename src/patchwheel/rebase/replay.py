@@ -19,7 +19,7 @@ For each patch, in order, on top of the patches replayed before it:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,11 +89,12 @@ def replay_project(
     project: ProjectState,
     load: Callable[[str], Patch],
     save: Callable[[], None],
-    versions: Mapping[str, Version | None],
+    versions: Sequence[Mapping[str, Version | None]],
 ) -> Stop | None:
     """Replay the project's series from ``project.position``; stop at the first conflict.
 
-    ``versions``: the new pins' versions, which each patch's ``Drop-When`` is read against.
+    ``versions``: the version sets of the new pins' builds (``dropwhen.build_versions``), which
+    each patch's ``Drop-When`` is read against (it must hold for every one).
     """
     repo = project.path
     total = len(project.patches)
@@ -135,13 +136,13 @@ def _describe(record: PatchState) -> str:
 
 
 def replay_one(
-    repo: Path, patch: Patch, record: PatchState, versions: Mapping[str, Version | None]
+    repo: Path, patch: Patch, record: PatchState, versions: Sequence[Mapping[str, Version | None]]
 ) -> list[Conflict] | None:
     """Replay one patch onto HEAD; record its class; the conflicts when it stops, else None."""
     head = vendor_git.rev(repo, "HEAD") or ""
     drop_when = patch.fields.get("Drop-When", "")
     if drop_when:
-        evaluation = dropwhen.evaluate(drop_when, versions)
+        evaluation = dropwhen.evaluate_each(drop_when, versions)
         if evaluation.holds:
             record.klass = "upstream"
             record.reason = f"its Drop-When holds for the new pins: {evaluation.explain()}"

@@ -17,6 +17,7 @@ from packaging.version import InvalidVersion, Version
 from patchwheel.config.lock import LockedPin
 from patchwheel.patching.patches import Patch
 from patchwheel.rebase import dropwhen
+from patchwheel.rebase import missing as missing_mod
 from patchwheel.rebase.dropwhen import pin_versions
 from patchwheel.rebase.state import CLASSES, PatchState, RebaseState
 
@@ -29,12 +30,28 @@ def project_versions(state: RebaseState) -> dict[str, Version | None]:
     return pin_versions(LockedPin(**entry) for entry in state.lock)
 
 
-def notes_for(patch: Patch, versions: Mapping[str, Version | None]) -> list[str]:
-    """Advice from a patch's DEP-3 header, read against the new pins."""
+def build_versions(state: RebaseState) -> list[dict[str, Version | None]]:
+    """The version sets of the new pins' builds: the sources', then one per variant kept at
+    another release (``dropwhen.build_versions``); a ``Drop-When`` must hold for each."""
+    return dropwhen.build_versions(LockedPin(**entry) for entry in state.lock)
+
+
+def notes_for(
+    patch: Patch,
+    versions: Mapping[str, Version | None],
+    builds: Sequence[Mapping[str, Version | None]] = (),
+) -> list[str]:
+    """Advice from a patch's DEP-3 header, read against the new pins (``builds``: every build's
+    version set, see :func:`build_versions`; default the sources' alone)."""
     notes = []
     drop = patch.fields.get("Drop-When", "")
-    if drop and drop_when_holds(drop, versions):
+    if drop and dropwhen.evaluate_each(drop, builds or [versions]).holds:
         notes.append(f"Drop-When holds for the new pins ({drop}): the patch may not be needed")
+    elif drop and len(builds) > 1 and drop_when_holds(drop, versions):
+        notes.append(
+            f"Drop-When holds for the new source pins ({drop}) but not for a variant kept at an "
+            "older release: kept for that variant's wheel"
+        )
     change = patch.fields.get("Vllm-Change", "")
     match = _CHANGE_VERSION.search(change)
     pinned = versions.get("vllm")
@@ -66,6 +83,7 @@ def build_report(
     """The JSON report. ``patches``: old patches by project and name; ``rewritten``: per patch
     ``text-changed``, ``sha256``, ``range-diff``."""
     versions = project_versions(state)
+    builds = build_versions(state)
     flagged = _flagged_by_audit(audit)
     projects = []
     for project in state.projects:
@@ -73,7 +91,7 @@ def build_report(
         for record in project.patches:
             patch = patches[project.name][record.name]
             extra = rewritten.get(project.name, {}).get(record.name, {})
-            notes = notes_for(patch, versions) + flagged.get(record.name, [])
+            notes = notes_for(patch, versions, builds) + flagged.get(record.name, [])
             if record.dropped and record.reason.startswith("its Drop-When holds"):
                 notes = [n for n in notes if not n.startswith("Drop-When holds")]
             rows.append(_patch_row(record, patch, extra, notes))
@@ -106,9 +124,50 @@ def build_report(
         "pins": state.changes,
         "warnings": state.warnings,
         "projects": projects,
+        "missing-variants": _missing_rows(state),
+        "next": _asking(state),
         "audit": audit,
         "seconds": round(state.seconds, 2),
     }
+
+
+def _missing_rows(state: RebaseState) -> list[dict[str, Any]]:
+    """The variants the new version has no wheel of; for a kept one, the patches of its project
+    dropped because the new sources have their change (the kept wheel's files may not)."""
+    rows = []
+    for data in state.missing:
+        row = dict(data)
+        project = str(data["key"]).split(":", 1)[0]
+        row["lost-patches"] = (
+            [
+                r.name
+                for p in state.projects
+                if p.name == project
+                for r in p.patches
+                if r.dropped and not r.reason.startswith("its Drop-When holds")
+            ]
+            if data["policy"] == "keep"
+            else []
+        )
+        rows.append(row)
+    return rows
+
+
+def _asking(state: RebaseState) -> list[str]:
+    """The commands for a person, when a variant was dropped without a declared policy."""
+    missing = [missing_mod.from_dict(m) for m in state.missing]
+    asked = [m for m in missing if m.asks]
+    if not asked or not state.rerun:
+        return []
+    return [
+        "to keep "
+        + ", ".join(f"{m.variant} at {m.old_pin}" for m in asked)
+        + " instead: "
+        + missing_mod.keep_command(
+            asked, target=state.target, output=state.output, rerun=state.rerun
+        ),
+        missing_mod.make_rule(asked, state.target),
+    ]
 
 
 def _flagged_by_audit(audit: Mapping[str, Any] | None) -> dict[str, list[str]]:
@@ -191,15 +250,32 @@ def markdown(report: Mapping[str, Any]) -> str:
         diffs = [r for r in project["patches"] if r["range-diff"]]
         for row in diffs:
             lines += ["", f"### range-diff of `{row['name']}`", "", "```", row["range-diff"], "```"]
+    lines += _missing_lines(report)
     lines += ["", "## API audit", "", *_audit_lines(report.get("audit"))]
     lines += ["", "## Next", "", *_next_lines(report)]
     lines.append(f"\n_took {report['seconds']} s_")
     return "\n".join(lines) + "\n"
 
 
+def _missing_lines(report: Mapping[str, Any]) -> list[str]:
+    rows = report.get("missing-variants") or []
+    if not rows:
+        return []
+    lines = ["", "## Variants upstream did not build", ""]
+    for row in rows:
+        lines.append(f"- {missing_mod.from_dict(row).sentence(report['output'])}.")
+        if row.get("lost-patches"):
+            names = ", ".join(f"`{n}`" for n in row["lost-patches"])
+            lines.append(
+                f"  **The kept wheel loses {names}**: dropped because the new sources already "
+                "have their change, which the kept release may not"
+            )
+    return lines
+
+
 def _next_lines(report: Mapping[str, Any]) -> list[str]:
     output = report["output"]
-    lines = []
+    lines = [f"- {step}" for step in report.get("next") or []]
     for pair in (report.get("audit") or {}).get("pairs", []):
         findings = pair.get("findings", [])
         flagged = sorted({f["patch"] for f in findings if f.get("patch")})

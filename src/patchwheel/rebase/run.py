@@ -18,6 +18,7 @@ vendor trees and the lock byte for byte from what the rebase recorded when it st
 from __future__ import annotations
 
 import contextlib
+import shlex
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,14 +27,15 @@ from typing import Any, Literal
 
 from patchwheel import console
 from patchwheel.config.lock import locked_pins
-from patchwheel.config.targets import Target, load_target
+from patchwheel.config.targets import MissingPolicy, Target, load_target
 from patchwheel.errors import ConfigError
 from patchwheel.patching import vendor_git
+from patchwheel.rebase import missing as missing_mod
 from patchwheel.rebase import onto as onto_mod
 from patchwheel.rebase import replay, report
 from patchwheel.rebase.audit import run_audits
 from patchwheel.rebase.finish import AuditRunner, finish, patch_loader
-from patchwheel.rebase.prepare import new_state, next_commands, prepare, resolve_changes
+from patchwheel.rebase.prepare import new_state, next_commands, prepare, resolve_moves
 from patchwheel.rebase.state import (
     ProjectState,
     RebaseState,
@@ -75,12 +77,19 @@ def start(
     audit: AuditRunner | None = None,
     pins: Mapping[str, onto_mod.KeyPin] | None = None,
     versions: Mapping[str, str] | None = None,
+    missing: Mapping[str, MissingPolicy] | None = None,
+    missing_variants: Sequence[missing_mod.MissingVariant] = (),
+    rerun: Sequence[str] = (),
 ) -> Outcome:
     """Rebase ``target_name`` onto the ``onto`` pins (see the module doc).
 
     ``pins`` sets pins by lock key (what a roll does); ``versions`` records, per lock key, the
     version a new pin carries where the pin does not say it (a channel's commit), which the
-    patches' ``Drop-When`` predicates are read against.
+    patches' ``Drop-When`` predicates are read against. ``missing`` answers, by lock key, for
+    variants whose new version has no wheel (``--missing``; else each variant's own policy);
+    ``missing_variants``: such variants the caller already answered (a roll's discovery).
+    ``rerun``: the command that makes this move again (default: this rebase's), from which the
+    report writes the exact command that keeps a variant dropped by default.
     """
     began = time.monotonic()
     if not onto and not pins:
@@ -110,12 +119,23 @@ def start(
             )
         for warning in warnings:
             console.status(f"[yellow]warning:[/] {warning}")
-        resolved = resolve_changes(changes, cache)
+        changes, resolved, found = resolve_moves(target, changes, cache, missing or {})
         for key, version in (versions or {}).items():
             if key in resolved:
                 resolved[key] = replace(resolved[key], version=version)
         described = [*onto, *(f"{k} = {p.pin}" for k, p in (pins or {}).items())]
-        state = new_state(workspace, target, lock, changes, resolved, described, output, warnings)
+        state = new_state(
+            workspace,
+            target,
+            lock,
+            changes,
+            resolved,
+            described,
+            output,
+            warnings,
+            [*missing_variants, *found],
+        )
+        state.rerun = list(rerun) or _rerun(target_name, onto, new_target, missing or {})
         take_backup(state, target.root)
         state.save()
         try:
@@ -195,6 +215,18 @@ def _refuse_in_progress(workspace: Workspace, target_name: str) -> None:
         )
 
 
+def _rerun(
+    target: str, onto: Sequence[str], new_target: str | None, missing: Mapping[str, MissingPolicy]
+) -> list[str]:
+    """The command that makes this rebase again (for the report's next steps)."""
+    words = ["nox -s rebase --", "--target", target]
+    words += [w for pin in onto for w in ("--onto", shlex.quote(pin))]
+    if new_target:
+        words += ["--new-target", new_target]
+    words += [f"--missing {key}={policy}" for key, policy in missing.items()]
+    return words
+
+
 def _check_new_target(workspace: Workspace, target: Target, name: str) -> None:
     if not name or "/" in name or name.startswith(".") or name != name.strip():
         raise ConfigError(f"--new-target {name!r}: not a valid target (directory) name")
@@ -221,7 +253,7 @@ def _run(state: RebaseState, cache: Cache, audit: AuditRunner | None, began: flo
             if not project.affected or project.current is None:
                 continue
             stop = replay.replay_project(
-                project, patch_loader(state, project), state.save, report.project_versions(state)
+                project, patch_loader(state, project), state.save, report.build_versions(state)
             )
             began = state.clock(began)
             state.save()

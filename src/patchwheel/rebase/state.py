@@ -90,6 +90,8 @@ class RebaseState:
     changes: list[dict[str, str]]  # key, old, new, why, old-identity, new-identity
     warnings: list[str] = field(default_factory=list)
     projects: list[ProjectState] = field(default_factory=list)
+    missing: list[dict[str, Any]] = field(default_factory=list)  # variants without a new wheel
+    rerun: list[str] = field(default_factory=list)  # the command that makes this move again
     phase: Phase = "prepare"
     started: str = ""
     seconds: float = 0.0

@@ -4,8 +4,12 @@ audit finds, verify.
 * **build** — ``build_target`` of the rolled target; its audit hook audits the patched consumer
   against the patched provider with the provider's *old* sources as the baseline, so what it
   reports is drift the roll introduced. The wheels are built either way (the report says so).
+  A variant kept at an older release (its new version has no wheel) is audited against its own
+  patched files too (``audit.target.audit_kept``); its findings count like the main pair's.
 * **bisect** — when the audit finds drift: the first upstream commit between the old and the new
-  commit that introduces it (``patchwheel.bisect``, called from :func:`run_bisect`).
+  commit that introduces it (``patchwheel.bisect``, called from :func:`run_bisect`); on a
+  release channel with no repository, the first release between the old and the new one (the
+  release sdists are the steps).
 * **verify** — on CPU where the target has a ``cpu`` variant: what ``nox -s verify`` runs
   (README's install commands, the model families against both oracles, speculators' library
   pipeline: ``extraction``), or the install check (``install``: what a stack without vLLM,
@@ -25,7 +29,7 @@ import git
 
 from patchwheel import console
 from patchwheel.audit.report import AuditReport
-from patchwheel.audit.target import CONSUMER, PROVIDER, audit_trees
+from patchwheel.audit.target import CONSUMER, PROVIDER, KeptVariant, audit_kept, audit_trees
 from patchwheel.bisect.run import bisect_target
 from patchwheel.building.run import build_target
 from patchwheel.config.lock import LockedPin
@@ -69,6 +73,7 @@ class _AuditCapture:
         self.baseline = baseline
         self.cache = cache
         self.report: AuditReport | None = None
+        self.kept: list[tuple[KeptVariant, AuditReport]] = []
 
     def __call__(self, target: Target, trees: dict[str, Path]) -> dict[str, Any]:
         if CONSUMER not in trees or PROVIDER not in trees:
@@ -78,7 +83,23 @@ class _AuditCapture:
         )
         report.render(console.stderr)
         self.report = report
-        return {**report.summary(), "allowed": bool(report.findings)}
+        self.kept = audit_kept(
+            target, trees, baseline=self.baseline, cache=self.cache, progress=console.stderr
+        )
+        for _kept, kept_report in self.kept:
+            kept_report.render(console.stderr)
+        entry = {**report.summary(), "allowed": bool(report.findings)}
+        if self.kept:
+            entry["kept-variants"] = {
+                k.key: {**r.summary(), "provider": k.label} for k, r in self.kept
+            }
+        return entry
+
+    @property
+    def findings(self) -> bool:
+        """Whether any pair found drift."""
+        reports = [self.report] if self.report is not None else []
+        return any(r.findings for r in [*reports, *(r for _k, r in self.kept)])
 
 
 def run_checks(workspace: Workspace, cache: Cache, state: RollState) -> Checks:
@@ -98,7 +119,7 @@ def run_checks(workspace: Workspace, cache: Cache, state: RollState) -> Checks:
         built = build_target(state.output, workspace, cache, audit=capture)
     except PatchwheelError as exc:
         checks.build = {"status": "failed", "error": str(exc)}
-        checks.audit = _audit_entry(capture.report, error="the build stopped before the audit")
+        checks.audit = _audit_entry(capture, error="the build stopped before the audit")
         checks.verification = {"status": "skipped", "reason": "the build failed"}
         state.add_time("build", time.monotonic() - began)
         return checks
@@ -118,9 +139,9 @@ def run_checks(workspace: Workspace, cache: Cache, state: RollState) -> Checks:
         ],
     }
     checks.audit = _audit_entry(
-        capture.report, baseline=old[project.source.key].pin if moved_provider else None
+        capture, baseline=old[project.source.key].pin if moved_provider else None
     )
-    if capture.report is not None and capture.report.findings:
+    if capture.report is not None and capture.findings:
         began = time.monotonic()
         checks.bisect = _bisect(
             workspace,
@@ -144,8 +165,9 @@ def run_checks(workspace: Workspace, cache: Cache, state: RollState) -> Checks:
 
 
 def _audit_entry(
-    report: AuditReport | None, *, baseline: str | None = None, error: str | None = None
+    capture: _AuditCapture, *, baseline: str | None = None, error: str | None = None
 ) -> dict[str, Any]:
+    report = capture.report
     if error is not None:
         return {"status": "error", "error": error}
     if report is None:
@@ -154,11 +176,22 @@ def _audit_entry(
             "reason": f"the target does not build both {CONSUMER} and {PROVIDER}",
         }
     full = report.to_dict()
+    kept = [
+        {
+            "key": k.key,
+            "provider": k.label,
+            "status": "findings" if r.findings else "passed",
+            "summary": r.summary(),
+            "findings": r.to_dict()["findings"],
+        }
+        for k, r in capture.kept
+    ]
     return {
-        "status": "findings" if report.findings else "passed",
+        "status": "findings" if capture.findings else "passed",
         "baseline": baseline or report.baseline.label,
         "summary": report.summary(),
-        "findings": full["findings"],
+        "findings": full["findings"] + [f for k in kept for f in k["findings"]],
+        "kept-variants": kept,
     }
 
 
@@ -208,8 +241,20 @@ def _bisect(
     baseline: Path | None,
 ) -> dict[str, Any]:
     """Bisect the drift the build's audit found, against the same baseline (the old sources)."""
+    releases = _release_range(state, old, project)
+    if releases is not None:
+        return run_bisect(
+            workspace,
+            cache,
+            state.output,
+            project=project,
+            good=releases[0],
+            bad=releases[1],
+            repo=None,
+            baseline=baseline,
+        )
     good = old_commit(old, channel, cache)
-    bad = str(state.new.get("commit", ""))
+    bad = str(state.new.get("commit") or "")
     if good is None or not bad:
         return {
             "status": "skipped",
@@ -226,6 +271,17 @@ def _bisect(
         repo=repo,
         baseline=baseline,
     )
+
+
+def _release_range(state: RollState, old: LockedPin, project: str) -> tuple[str, str] | None:
+    """``(name==old, name==new)`` for a roll along the releases on the package index (no git
+    repository is known: the release sdists are the bisect's steps)."""
+    if (state.new.get("channel") or {}).get("kind") != "releases":
+        return None
+    pin = parse_pin(old.pin)
+    if not isinstance(pin, IndexPin):
+        return None
+    return f"{pin.name}=={pin.version}", f"{pin.name}=={state.new['version']}"
 
 
 def run_bisect(
@@ -282,6 +338,22 @@ def verify(workspace: Workspace, state: RollState, target: Target) -> dict[str, 
             ],
         }
     target_dir = workspace.target_dir(name)
+    kept = {
+        m["variant"]: f"{m['distribution']} kept at {m['old_pin']} ({m['distribution']} "
+        f"{m['version']} was not built upstream): verified at that version"
+        for m in state.new.get("missing", [])
+        if m["policy"] == "keep"
+    }
+    result = _verify_cpu(workspace, state, target, target_dir)
+    if kept:
+        result["kept-variants"] = kept
+    return result
+
+
+def _verify_cpu(
+    workspace: Workspace, state: RollState, target: Target, target_dir: Path
+) -> dict[str, Any]:
+    name = state.output
     try:
         if state.verify == "install":
             installed = verify_install(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from patchwheel.rebase.missing import from_dict
 from patchwheel.roll.check import Checks
 from patchwheel.roll.state import RollState
 
@@ -45,6 +46,7 @@ def build_report(
             "pins": {k: v.get("pin") for k, v in old.items()},
         },
         "new": {k: v for k, v in state.new.items() if k != "channel"},
+        "missing-variants": _missing(state, rebase),
         "rebase": _rebase(rebase),
         "stop": dict(stop) if stop else None,
         "build": checks.build if checks else None,
@@ -55,6 +57,21 @@ def build_report(
         "timings": {**state.timings, "total": round(sum(state.timings.values()), 2)},
         "started": state.started,
     }
+
+
+def _missing(state: RollState, rebase: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The variants the new revision has no wheel of, what was done, and (kept) the patches
+    the kept wheel loses (from the rebase's report, when it got that far)."""
+    lost = {r["key"]: r.get("lost-patches", []) for r in (rebase or {}).get("missing-variants", [])}
+    return [
+        {**m, "sentence": missing_sentence(m, state.output), "lost-patches": lost.get(m["key"], [])}
+        for m in state.new.get("missing", [])
+    ]
+
+
+def missing_sentence(record: Mapping[str, Any], output: str) -> str:
+    """One plain sentence on a missing variant."""
+    return from_dict(record).sentence(output)
 
 
 def _rebase(rebase: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -100,12 +117,21 @@ def markdown(report: Mapping[str, Any]) -> str:
     for key, after in new.get("pins", {}).items():
         before = report["old"]["pins"].get(key, "")
         lines.append(f"| {key} | `{before}` | `{after}` |")
+    channel = report.get("channel") or {}
+    if channel.get("kind") == "releases":
+        lines += [
+            "",
+            f"Release {new.get('version')} on the package index ({channel.get('index')}): "
+            "the target has no channel table, so a roll follows its project's releases.",
+        ]
+    lines += [f"- {note}" for note in new.get("notes") or []]
     if new.get("commit"):
         lines += ["", f"Commit `{new['commit']}` (from the version's `+g` label)."]
         if new.get("probed", 1) > 1:
             lines.append(
                 f"The newest nightly lacked a variant; {new['probed']} commits were probed."
             )
+    lines += _missing_lines(report.get("missing-variants") or [])
     lines += _rebase_lines(report.get("rebase"), report.get("stop"))
     lines += _build_lines(report)
     lines += ["", "## Next", ""]
@@ -113,6 +139,27 @@ def markdown(report: Mapping[str, Any]) -> str:
     timings = ", ".join(f"{k} {v} s" for k, v in report["timings"].items())
     lines += ["", f"_timings: {timings}_"]
     return "\n".join(lines) + "\n"
+
+
+def _missing_lines(rows: list[Mapping[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    lines = ["", "## Variants upstream did not build", ""]
+    for row in rows:
+        lines.append(f"- {row['sentence']}.")
+        if row["policy"] == "keep":
+            lines.append(
+                f"  Its wheel stays {row['old_pin']}: built with the series applied to its own "
+                "files, audited against them, and named at that version by the extras and the "
+                "consumer set."
+            )
+        if row.get("lost-patches"):
+            names = ", ".join(f"`{n}`" for n in row["lost-patches"])
+            lines.append(
+                f"  **The kept wheel loses {names}**: dropped because the new sources already "
+                "have their change, which the kept release may not."
+            )
+    return lines
 
 
 def _verdict(report: Mapping[str, Any]) -> str:
@@ -139,6 +186,9 @@ def _rebase_lines(rebase: Mapping[str, Any] | None, stop: Mapping[str, Any] | No
         if not project["replayed"]:
             continue
         lines += ["", f"## {project['name']}: patches", ""]
+        if not project["patches"]:
+            lines.append("No patches.")
+            continue
         lines += ["| patch | class | why | files changed upstream |", "| --- | --- | --- | --- |"]
         for row in project["patches"]:
             why = row["reason"] or "-"
@@ -170,6 +220,8 @@ def _build_lines(report: Mapping[str, Any]) -> list[str]:
     audit = report.get("audit")
     if audit:
         lines += ["", "## Audit", ""]
+        for kept in audit.get("kept-variants") or []:
+            lines.append(f"- against `{kept['provider']}`: {kept['status']}")
         if audit["status"] == "findings":
             lines.append(f"{len(audit['findings'])} new signature drift(s) at the new pins:")
             lines += [
@@ -193,6 +245,9 @@ def _build_lines(report: Mapping[str, Any]) -> list[str]:
         status = verification["status"]
         if status == "passed":
             lines.append(f"passed ({verification['mode']}; `{verification['report']}`)")
+            lines += [
+                f"- {v}: {why}" for v, why in (verification.get("kept-variants") or {}).items()
+            ]
         elif status == "gpu":
             lines.append(verification["reason"] + ":")
             lines += [f"- `{cmd}`" for cmd in verification["next"]]

@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from rich.markup import escape
+
 from patchwheel import console, rebase
 from patchwheel.config.lock import locked_pins
-from patchwheel.config.targets import load_target
+from patchwheel.config.targets import MissingPolicy, load_target
 from patchwheel.errors import ConfigError
 from patchwheel.index import outputs
 from patchwheel.rebase import replay
@@ -33,7 +36,7 @@ from patchwheel.rebase.state import load as load_rebase
 from patchwheel.roll import report as roll_report
 from patchwheel.roll import state as roll_state
 from patchwheel.roll.check import Checks, run_checks
-from patchwheel.roll.discover import plan_roll
+from patchwheel.roll.discover import plan_roll, roll_command
 from patchwheel.roll.state import RollState, Verify
 from patchwheel.upstream.cache import Cache
 from patchwheel.workspace import Workspace
@@ -66,13 +69,17 @@ def start(
     to: str | None = None,
     new_target: str | None = None,
     verify: Verify = "extraction",
+    pre: bool = False,
+    project: str | None = None,
+    missing: Mapping[str, MissingPolicy] | None = None,
 ) -> RollOutcome:
-    """Roll ``target_name`` onto its channel's newest revision (or ``to``)."""
+    """Roll ``target_name`` onto its channel's newest revision (or ``to``); ``pre``: a release
+    channel's pre-releases count; ``missing``: answers for variants without a new wheel."""
     began = time.monotonic()
     _refuse_in_progress(workspace, target_name)
     target = load_target(workspace.patches, target_name)
     lock = locked_pins(target)
-    plan = plan_roll(target, lock, cache, to=to)
+    plan = plan_roll(target, lock, cache, to=to, pre=pre, project=project, missing=missing)
     output = new_target or target_name
     state = RollState(
         target=target_name,
@@ -81,10 +88,7 @@ def start(
         verify=verify,
         started=datetime.now(UTC).isoformat(timespec="seconds"),
         old={key: asdict(entry) for key, entry in lock.items()},
-        new={
-            **plan.describe(),
-            "channel": {"index": plan.channel.index, "repository": plan.channel.repository},
-        },
+        new=plan.describe(),
     )
     state.add_time("discover", time.monotonic() - began)
     if plan.up_to_date(lock):
@@ -100,6 +104,16 @@ def start(
             new_target=new_target,
             pins=plan.pins,
             versions=plan.versions,
+            missing_variants=plan.missing,
+            rerun=roll_command(
+                target_name,
+                version=plan.version,
+                new_target=new_target,
+                project=project,
+                verify=verify,
+                pre=pre,
+                missing=missing or {},
+            ),
         )
     except BaseException:
         roll_state.remove(workspace, target_name)  # the rebase undid itself
@@ -151,8 +165,9 @@ def _after_rebase(
         roll_state.remove(workspace, state.target)
         return _up_to_date(workspace, state)
     checks = run_checks(workspace, cache, state)
-    status: Status = "green" if checks.green else "needs-person"
-    next_steps = [] if checks.green else _next_after_checks(state, checks)
+    asked = list((outcome.report or {}).get("next") or [])  # variants dropped by default
+    status: Status = "green" if checks.green and not asked else "needs-person"
+    next_steps = asked + ([] if checks.green else _next_after_checks(state, checks))
     data = roll_report.build_report(
         state, status=status, rebase=outcome.report, checks=checks, next_steps=next_steps
     )
@@ -267,12 +282,14 @@ def _say(status: str, state: RollState, files: list[Path], next_steps: list[str]
         f"[{colour}]roll {status}[/]: {state.target} → {state.output} at {state.project} "
         f"{state.new.get('version')}"
     )
+    for record in state.new.get("missing", []):
+        console.status(f"[yellow]{escape(roll_report.missing_sentence(record, state.output))}[/]")
     for path in files:
         console.status(f"report: {path}")
     if next_steps:
         console.status("next:")
         for step in next_steps:
-            console.status(f"  {step}")
+            console.status(f"  {escape(step)}")
 
 
 def _refuse_in_progress(workspace: Workspace, target_name: str) -> None:

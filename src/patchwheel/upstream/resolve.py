@@ -30,7 +30,7 @@ from patchwheel.config.lock import (
 )
 from patchwheel.config.pins import GitPin, IndexPin, PathPin, Pin, UrlPin
 from patchwheel.config.targets import PinSpec, Target
-from patchwheel.errors import LockError, PinError
+from patchwheel.errors import LockError, NotOnIndexError, PinError
 from patchwheel.upstream import gitsrc
 from patchwheel.upstream.cache import Cache
 from patchwheel.upstream.fetch import fetch_path, fetch_url
@@ -118,7 +118,7 @@ def _resolve_index(spec: PinSpec, pin: IndexPin, cache: Cache) -> LockedPin:
     else:
         candidates = [f for f in files if _wheel_matches(f.filename, pin.name, want, spec.platform)]
     if not candidates:
-        raise PinError(
+        raise NotOnIndexError(
             f"pin {pin.text!r}: the package index has no {spec.artifact} of {pin.name} {want}"
             + (f" for platform {spec.platform!r}" if spec.artifact == "wheel" else "")
         )

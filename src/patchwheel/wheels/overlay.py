@@ -230,6 +230,46 @@ def build_overlay(
     return result
 
 
+def write_patched_sources(
+    wheel: Path,
+    patches: Sequence[Patch],
+    dest: Path,
+    *,
+    root: str = "",
+    filename: str | None = None,
+    suffixes: tuple[str, ...] = (".py", ".pyi"),
+) -> list[Offset]:
+    """Write the wheel's Python sources under ``dest`` with the series applied exactly as an
+    overlay build applies it (the wheel's own copy of each file, strictly): the sources the
+    audit reads for a variant whose wheel is of another release than the project's source."""
+    check_overlayable(patches)
+    upstream_name = filename or wheel.name
+    offsets: list[Offset] = []
+    with wheel.open("rb") as raw, zipfile.ZipFile(raw) as zf:
+        members = {i.filename for i in zf.infolist() if not i.is_dir()}
+        shipped, _skipped = shipped_paths(patches, members, root)
+        tree = WheelTree(zf, root)
+        for patch in patches:
+            try:
+                offsets.extend(apply_patch(patch, tree, only=shipped).offsets)
+            except PatchError as exc:
+                raise PatchError(f"{exc} (applying to wheel {upstream_name})") from exc
+        for member in sorted(members | set(tree.changes)):
+            top = member.split("/", 1)[0]
+            if top.endswith((".dist-info", ".data")) or not member.endswith(suffixes):
+                continue
+            data = tree.changes[member] if member in tree.changes else zf.read(member)
+            if data is None:
+                continue
+            parts = PurePosixPath(member).parts
+            if member.startswith("/") or ".." in parts or "\\" in member:
+                raise BuildError(f"wheel {upstream_name} holds an unsafe member {member!r}")
+            path = dest.joinpath(*parts)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+    return offsets
+
+
 def _record_of(
     zf: zipfile.ZipFile, info: zipfile.ZipInfo, record: dict[str, tuple[str, str]]
 ) -> tuple[str, str]:

@@ -1,6 +1,7 @@
 """Benchmark: bisect time per step and in total, on the test fixture and on vLLM's real history.
 
-    python benchmarks/bisect.py [--real] [--mirror PATH] [--json out.json] [--readme README.md]
+    python benchmarks/bisect_speed.py [--real] [--mirror PATH] [--json out.json]
+                                      [--readme README.md]
 
 Fixture: the tests' vLLM-shaped repository (75 first-parent commits, a keyword removed at
 step 41; ``tests/bisect/_history.py``) and a throw-away checkout whose target pins its first
@@ -16,29 +17,23 @@ it. Takes minutes. ``--readme`` rewrites the block between the bisect-benchmark 
 
 from __future__ import annotations
 
+import argparse
+import io
+import json
 import os
+import statistics
 import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
-# `python benchmarks/bisect.py` puts benchmarks/ first on sys.path, where this file would
-# shadow the standard library's `bisect` (which `random` and `statistics` import).
-_HERE = os.path.dirname(os.path.abspath(__file__))  # noqa: PTH100, PTH120 (no pathlib yet)
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]  # noqa: PTH100
+from rich.console import Console
 
-import argparse  # noqa: E402
-import io  # noqa: E402
-import json  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from dataclasses import asdict, dataclass  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-from rich.console import Console  # noqa: E402
-
-from patchwheel.audit import MypyEngine  # noqa: E402
-from patchwheel.bisect import BisectReport, bisect_target  # noqa: E402
-from patchwheel.upstream.cache import Cache  # noqa: E402
-from patchwheel.workspace import Workspace  # noqa: E402
+from patchwheel.audit import MypyEngine
+from patchwheel.bisect import BisectReport, bisect_target
+from patchwheel.upstream.cache import Cache
+from patchwheel.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[1]
 MIRROR = Path("/work/.mirror/neuralmagic+vllm/repo")
@@ -147,7 +142,7 @@ def readme_block(results: list[Figures], argv: list[str], load: str) -> str:
         "| --- | --- | --- | --- | --- | --- |",
         *(f.row() for f in results),
         "",
-        f"`python benchmarks/bisect.py {' '.join(argv)}` on {len(os.sched_getaffinity(0))} "
+        f"`python benchmarks/bisect_speed.py {' '.join(argv)}` on {len(os.sched_getaffinity(0))} "
         f"cores, load average {load} at the start. Located: "
         + "; ".join(f"{f.label}: {', '.join(f.located)}" for f in results)
         + ".",
