@@ -98,12 +98,16 @@ def test_a_dropped_requirement_imported_fails_the_check_naming_it(tmp_path: Path
     assert len(problems) == 2
     assert problems[0].startswith("rich (dropped from the wheelhouse) was imported as `rich`")
     assert problems[1].startswith("pw-caught (dropped from the wheelhouse): __main__ imported")
-    summary = imports.summary(imports.read(trace), dropped, {"rich": ["rich"]}, trace)
+    summary = imports.summary(imports.read(trace), dropped, {"rich": ["rich"]}, [str(trace)])
     assert not summary["passed"]
     by_name = {d["name"]: d for d in summary["dropped"]}
     assert by_name["rich"]["imported_by"] == ["job.py"]
     assert by_name["pw-probed"]["looked_for_by"] == ["__main__ (probe)"]
     assert summary["runs"][0]["distributions"] == ["rich"]
+    # a later call of the same report checks the earlier call's runs again
+    again = imports.earlier_runs(summary)
+    assert [r.label for r in again] == ["job.py"] and "rich" in again[0].imported
+    assert len(imports.check_dropped(again, dropped)) == 2
 
 
 def test_nothing_dropped_imported_passes(tmp_path: Path) -> None:

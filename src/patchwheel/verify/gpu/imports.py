@@ -111,12 +111,31 @@ def read(folder: Path) -> list[Run]:
     return list(runs.values())
 
 
+def earlier_runs(imports: dict[str, Any]) -> list[Run]:
+    """The runs an earlier call of the same report recorded (its ``imports`` block), so that a
+    report gathered over several calls checks the drop list against all of them."""
+    runs = []
+    for entry in imports.get("runs") or []:
+        try:
+            runs.append(
+                Run(
+                    label=str(entry["run"]),
+                    pids=[0] * int(entry["processes"]),
+                    imported=set(entry["modules"]),
+                    missing={str(k): dict(v) for k, v in dict(entry["looked_for_in_vain"]).items()},
+                )
+            )
+        except (KeyError, TypeError, ValueError):
+            continue
+    return runs
+
+
 def _label(record: dict[str, Any]) -> str:
     argv = [str(a) for a in record.get("argv", [])]
     if not argv:
         return f"pid {record.get('pid')}"
     words = [Path(argv[0]).name, *argv[1:2]]
-    return " ".join(w for w in words if w and not w.startswith("/"))
+    return " ".join(w for w in words if w and not w.startswith(("/", "-")))
 
 
 def distributions(python: str, env: dict[str, str], modules: set[str]) -> dict[str, list[str]]:
@@ -168,13 +187,12 @@ def summary(
     runs: list[Run],
     dropped: list[DroppedRequirement],
     provided_by: dict[str, list[str]],
-    folder: Path,
+    folders: list[str],
 ) -> dict[str, Any]:
     """The report's ``imports``: per run, the modules and their distributions; the check."""
     problems = check_dropped(runs, dropped)
-    names = {r.name for r in dropped}
     return {
-        "trace_dir": str(folder),
+        "trace_dirs": folders,
         "runs": [
             {
                 "run": run.label,
@@ -205,7 +223,6 @@ def summary(
                 ),
             }
             for r in dropped
-            if r.name in names
         ],
         "violations": problems,
         "passed": not problems,

@@ -162,6 +162,7 @@ class GpuReport:
             self.throughput = dict(old.get("throughput") or {})
         if "userjob" not in stages:
             self.user_job = dict(old.get("user_job") or {})
+        self.imports = dict(old.get("imports") or {})
         self.runs = [*list(old.get("runs") or []), *self.runs]
 
 

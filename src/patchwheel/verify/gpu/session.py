@@ -181,7 +181,12 @@ def _imports(options: GpuOptions, runtime: Runtime, report: GpuReport, console: 
     dropped = imports.dropped_requirements(options.wheelhouse)
     modules = set().union(*(run.imported for run in runs)) if runs else set()
     provided = imports.distributions(runtime.python, runtime.env, modules)
-    report.imports = imports.summary(runs, dropped, provided, folder)
+    # Runs of earlier calls of this report (same build) stay in it, checked again.
+    earlier = imports.earlier_runs(report.imports)
+    folders = [*list(report.imports.get("trace_dirs") or []), str(folder)]
+    for run in earlier:
+        provided.update(imports.distributions(runtime.python, runtime.env, run.imported))
+    report.imports = imports.summary([*earlier, *runs], dropped, provided, folders)
     if report.imports["violations"]:
         raise VerifyError("the drop list does not hold: " + "; ".join(report.imports["violations"]))
     console.print(
