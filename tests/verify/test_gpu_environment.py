@@ -150,3 +150,18 @@ def test_in_process_settings_are_declared() -> None:
         (name, "PATCHWHEEL_LAUNCHED_AT" if key == "LAUNCH_ENV" else key) for name, key in found
     }
     assert resolved == set(INSTRUMENT_SETTINGS), resolved ^ set(INSTRUMENT_SETTINGS)
+
+
+def test_the_sessions_own_sources_stay_off_the_childrens_path(tmp_path: Path, wheelhouse) -> None:
+    """`PYTHONPATH=src python3 -m patchwheel.verify.gpu`: the children (the user's job above
+    all) do not get patchwheel's sources; other entries of the caller's path stay, last."""
+    base = {"PATH": "/usr/bin", "PYTHONPATH": os.pathsep.join([str(environment.SESSION_SRC), "/x"])}
+    user = environment.from_install_txt(wheelhouse / "INSTALL.txt")
+    allowed = environment.Allowed(user, tmp_path / "site", hygiene=False)
+    env = environment.child_env(base, allowed, trace_dir=tmp_path / "t")
+    assert env["PYTHONPATH"].split(os.pathsep) == [
+        str(tmp_path / "site"),
+        str(environment.TRACE_DIR),
+        "/x",
+    ]
+    assert environment.violations(env, base, allowed) == []

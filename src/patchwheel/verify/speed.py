@@ -23,7 +23,10 @@ OUT gets tokens, seconds, tokens/s, start-up and its phases, the engine's effect
 (``oracle.engine_settings``) and each worker's runner and attention backend, and with
 ``"profile": true`` in the request, a cProfile summary of one more pass in this (the driver)
 process: the time under the step's host work, the workers' RPC waits, the capture's record
-calls, copies, synchronisation and the scheduler.
+calls, copies, synchronisation and the scheduler. With ``"user_job": {"dirs": {label: folder}}``
+the speculators side then also times the user's job with the same generator (``savejob.py``:
+batches of 8 in memory, and the training files written the offline script's way to each
+folder), under ``user_job``.
 """
 
 from __future__ import annotations

@@ -29,6 +29,9 @@ from patchwheel.errors import VerifyError
 
 TRACE_VARIABLE = "PATCHWHEEL_IMPORT_TRACE"
 TRACE_DIR = Path(__file__).resolve().parent.parent / "importtrace"
+# The session's own sources (``PYTHONPATH=src python3 -m patchwheel.verify.gpu``, or nox's):
+# the session needs them, its children do not, and no user has them: taken off their path.
+SESSION_SRC = Path(__file__).resolve().parents[3]
 # Measurement hygiene: allowed in the harness's own runs, because none changes what the code
 # under test does on this machine.
 HYGIENE: dict[str, str] = {
@@ -130,8 +133,11 @@ def child_env(
     if trace_dir is not None:
         front.append(str(TRACE_DIR))
         env[TRACE_VARIABLE] = str(trace_dir)
-    if front:
-        env["PYTHONPATH"] = os.pathsep.join([*front, *_entries(base.get("PYTHONPATH"))])
+    rest = _without_session(_entries(base.get("PYTHONPATH")))
+    if front or rest != _entries(base.get("PYTHONPATH")):
+        env["PYTHONPATH"] = os.pathsep.join([*front, *rest])
+        if not env["PYTHONPATH"]:
+            del env["PYTHONPATH"]
     env.update(hygiene or {})
     check(env, base, allowed)
     return env
@@ -157,13 +163,14 @@ def violations(env: Mapping[str, str], base: Mapping[str, str], allowed: Allowed
         old, new = base.get(name), env.get(name)
         if old == new:
             continue
-        if new is None:
-            wrong.append(f"{name} unset")
-        elif name == "PYTHONPATH":
-            added = [p for p in _entries(new) if p not in _entries(old)]
+        if name == "PYTHONPATH":
+            kept = _without_session(_entries(old))
+            added = [p for p in _entries(new) if p not in kept]
             stray = [p for p in added if p not in allowed.paths()]
-            if stray or _entries(new)[len(added) :] != _entries(old):
+            if stray or _entries(new)[len(added) :] != kept:
                 wrong.append(f"PYTHONPATH={new} (allowed in front: {allowed.paths()})")
+        elif new is None:
+            wrong.append(f"{name} unset")
         elif name in allowed.user.variables:
             if new != allowed.user.variables[name]:
                 wrong.append(f"{name}={new} (INSTALL.txt says {allowed.user.variables[name]})")
@@ -199,3 +206,7 @@ def inherited(base: Mapping[str, str]) -> dict[str, str]:
 
 def _entries(value: str | None) -> list[str]:
     return [p for p in (value or "").split(os.pathsep) if p]
+
+
+def _without_session(entries: list[str]) -> list[str]:
+    return [p for p in entries if Path(p).resolve() != SESSION_SRC]
