@@ -134,6 +134,8 @@ def _label(record: dict[str, Any]) -> str:
     argv = [str(a) for a in record.get("argv", [])]
     if not argv:
         return f"pid {record.get('pid')}"
+    if argv[0] == "-c":
+        return "python -c"
     words = [Path(argv[0]).name, *argv[1:2]]
     return " ".join(w for w in words if w and not w.startswith(("/", "-")))
 
