@@ -511,7 +511,13 @@ def test_speculators_for_the_gpu_image(tmp_path: Path, shared_cache_dir: Path) -
     assert {"torch", "transformers", "numpy", "httpx", "safetensors"} <= relied
     assert not {"torch", "transformers", "deepspeed"} & set(carried)
     assert lock["dropped"] == [
-        {"name": "deepspeed", "why": "--drop", "required-by": ["speculators"]}
+        {
+            "name": "deepspeed",
+            "why": "--drop",
+            "required-by": ["speculators"],
+            "imports": ["deepspeed"],
+            "tolerated-by": [],
+        }
     ]
 
 

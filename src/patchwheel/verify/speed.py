@@ -23,7 +23,10 @@ OUT gets tokens, seconds, tokens/s, start-up and its phases, the engine's effect
 (``oracle.engine_settings``) and each worker's runner and attention backend, and with
 ``"profile": true`` in the request, a cProfile summary of one more pass in this (the driver)
 process: the time under the step's host work, the workers' RPC waits, the capture's record
-calls, copies, synchronisation and the scheduler.
+calls, copies, synchronisation and the scheduler. With ``"user_job": {"dirs": {label: folder}}``
+the speculators side then also times the user's job with the same generator (``savejob.py``:
+batches of 8 in memory, and the training files written the offline script's way to each
+folder), under ``user_job``.
 """
 
 from __future__ import annotations
@@ -127,15 +130,20 @@ def _plain_name(name: str) -> str:
     return name.rsplit(".", 1)[-1]
 
 
-def _oracle() -> Any:
-    """The sibling ``oracle`` module (this script's folder is on sys.path; and the workers')."""
+def _sibling(name: str) -> Any:
+    """A sibling module (``oracle``, ``savejob``): this script's folder goes last on sys.path,
+    and on the workers' (through PYTHONPATH), shadowing nothing."""
     here = str(Path(__file__).resolve().parent)
     parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if here not in parts:
         os.environ["PYTHONPATH"] = os.pathsep.join([*parts, here])
     if here not in sys.path:
         sys.path.append(here)
-    return importlib.import_module("oracle")
+    return importlib.import_module(name)
+
+
+def _oracle() -> Any:
+    return _sibling("oracle")
 
 
 def _facts(oracle: Any, vllm_config: Any, rpc: Callable[..., Any]) -> dict[str, Any]:
@@ -187,7 +195,38 @@ def _speculators(request: dict[str, Any], prompts: list[list[int]]) -> dict[str,
     figures["unsupported"] = sorted(set(wanted) - set(kwargs))
     if request.get("profile"):
         figures["profile"] = profile_pass(extract, prompts)
+    if request.get("user_job"):
+        figures["user_job"] = _user_job(generator, request, prompts)
     generator.executor.shutdown()
+    return figures
+
+
+def _user_job(generator: Any, request: dict[str, Any], prompts: list[list[int]]) -> Any:
+    """Tokens -> training files, as speculators' offline script writes them (``savejob``)."""
+    import torch
+
+    savejob = _sibling("savejob")
+    config = generator.vllm_config.model_config
+    itemsize = torch.empty((), dtype=config.dtype).element_size()
+    per_token = len(request["layer_ids"]) * config.get_hidden_size() * itemsize
+    job = request["user_job"]
+    figures = savejob.measure(generator.generate, prompts, job, request["repeats"], per_token)
+    if request.get("profile") and job.get("dirs"):
+        label, folder = next(iter(job["dirs"].items()))
+        figures["profile"] = {
+            "dir": label,
+            **profile_pass(
+                lambda batch: savejob.save_files(
+                    generator.generate,
+                    batch,
+                    Path(folder),
+                    job.get("batch_size", 8),
+                    job.get("threads", 4),
+                ),
+                prompts,
+            ),
+        }
+        savejob.remove(Path(folder))
     return figures
 
 

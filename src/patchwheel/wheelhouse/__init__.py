@@ -34,4 +34,10 @@ A target may keep its own defaults in ``patches/<target>/wheelhouse.toml``::
     with = ["REQ", …]                      # more requirements to carry
     [drop]                                 # requirements the target never imports
     deepspeed = "speculators lists it but never imports it"
+    nvidia-cutlass-dsl = { why = "…", imports = ["cutlass"], tolerated-by = ["flashinfer"] }
+    [environment]                          # what users set where the wheels run
+    NAME = { value = "…", why = "…" }      # (INSTALL.txt step 5)
+
+The GPU session checks the drop list against an import trace of its runs (``imports``: the
+modules that would be the dropped requirement) and runs with INSTALL.txt's variables only.
 """

@@ -25,6 +25,13 @@ from patchwheel.manifest import Manifest, PinEntry, WheelEntry
 from patchwheel.upstream.cache import sha256_file
 from patchwheel.upstream.simple_api import project_files
 from patchwheel.wheelhouse.destination import Destination, Installed, read_installed
+from patchwheel.wheelhouse.settings import (
+    Dropped,
+    Variable,
+    default_imports,
+    parse_drop,
+    parse_environment,
+)
 
 CONFIG_FILE = "wheelhouse.toml"
 EAGER_IMPORTS: dict[str, tuple[str, ...]] = {
@@ -104,12 +111,15 @@ class Plan:
     dropped: dict[NormalizedName, str]
     cutoff: str | None
     cutoff_source: str
+    drop_details: dict[NormalizedName, Dropped] = field(default_factory=dict)
+    environment: tuple[Variable, ...] = ()
 
 
 def read_config(path: Path) -> dict[str, Any]:
     """``patches/<target>/wheelhouse.toml``: the target's own wheelhouse defaults.
 
-    ``variants = {vllm = "cuda"}``, ``with = ["REQ", …]``, ``[drop] NAME = "reason"``.
+    ``variants = {vllm = "cuda"}``, ``with = ["REQ", …]``, ``[drop] NAME = "reason"`` (or a
+    table, see ``wheelhouse.settings``), ``[environment] NAME = {value, why}``.
     """
     if not path.is_file():
         return {}
@@ -117,11 +127,13 @@ def read_config(path: Path) -> dict[str, Any]:
         data = tomllib.loads(path.read_text("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
-    unknown = sorted(set(data) - {"variants", "with", "drop"})
+    unknown = sorted(set(data) - {"variants", "with", "drop", "environment"})
     if unknown:
-        raise ConfigError(f"{path}: unknown key(s) {unknown}; allowed: drop, variants, with")
-    if not isinstance(data.get("drop", {}), dict):
-        raise ConfigError(f'{path}: `drop` is a table of NAME = "why it is not needed"')
+        raise ConfigError(
+            f"{path}: unknown key(s) {unknown}; allowed: drop, environment, variants, with"
+        )
+    data["drop"] = parse_drop(data.get("drop", {}), path)
+    data["environment"] = parse_environment(data.get("environment", {}), path)
     variants = data.get("variants", {})
     if not isinstance(variants, dict) or not all(isinstance(v, str) for v in variants.values()):
         raise ConfigError(f'{path}: `variants` is a table of PROJECT = "VARIANT"')
@@ -147,13 +159,27 @@ def make_plan(manifest: Manifest, store: Path, options: Options, config: dict[st
         for text in reqs:
             _parse_requirement(text, source)
             roots.append(Root(text, source))
-    dropped = {canonicalize_name(n): str(why) for n, why in dict(config.get("drop", {})).items()}
-    dropped |= {canonicalize_name(n): "--drop" for n in options.drop}
+    details: dict[NormalizedName, Dropped] = dict(config.get("drop", {}))
+    for raw in options.drop:
+        key = canonicalize_name(raw)
+        details[key] = Dropped(key, "--drop", default_imports(raw))
+    dropped = {key: entry.why for key, entry in details.items()}
     installed = _installed(options)
     replaced, accepted = _adjust_installed(installed, set(built), options)
     keep = installed.without(set(replaced) | set(built))
     cutoff, source = _cutoff(manifest, options.exclude_newer)
-    return Plan(built, roots, keep, replaced, accepted, dropped, cutoff, source)
+    return Plan(
+        built,
+        roots,
+        keep,
+        replaced,
+        accepted,
+        dropped,
+        cutoff,
+        source,
+        drop_details=details,
+        environment=tuple(config.get("environment", ())),
+    )
 
 
 def _built_reason(entry: WheelEntry) -> str:

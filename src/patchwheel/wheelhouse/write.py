@@ -5,6 +5,7 @@ SHA256SUMS, join.py and INSTALL.txt, written beside the old folder and swapped i
 from __future__ import annotations
 
 import secrets
+import shlex
 import shutil
 import textwrap
 import time
@@ -68,12 +69,18 @@ def make_lock(
             "accepted-mismatches": accepted,
         },
         "dropped": [
-            {"name": n, "why": why, "required-by": graph.parents(n)}
+            {
+                "name": n,
+                "why": why,
+                "required-by": graph.parents(n),
+                **(plan.drop_details[n].as_json() if n in plan.drop_details else {}),
+            }
             for n, why in sorted(plan.dropped.items())
         ],
         "wheels": [c.as_json() for c in sorted(carried, key=lambda c: c.name)],
         "total-size": sum(c.size for c in carried),
         "install": install_commands(manifest.target),
+        "environment-variables": [v.as_json() for v in plan.environment],
         "split": None,
     }
 
@@ -199,9 +206,24 @@ def install_text(lock: dict[str, Any]) -> str:
         '4. Check: python3 -c "import importlib.metadata as m; print('
         + ", ".join(f"m.version('{w['name']}')" for w in built)
         + ')"',
+        *environment_step(lock.get("environment-variables", [])),
         "",
     ]
     return "\n".join(lines)
+
+
+def environment_step(variables: list[dict[str, str]]) -> list[str]:
+    """Step 5 of INSTALL.txt: the variables to set where the wheels run (from the target's
+    wheelhouse.toml ``[environment]``), or that none is needed besides step 3b's PYTHONPATH."""
+    if not variables:
+        return [
+            "5. Environment: nothing to set (besides PYTHONPATH, if you installed as in 3b).",
+        ]
+    lines = ["5. Environment: set these wherever the wheels run:"]
+    for variable in variables:
+        lines.append(f"    export {variable['name']}={shlex.quote(variable['value'])}")
+        lines.append(f"    #   {variable['why']}")
+    return lines
 
 
 def _wrap(text: str, width: int = 96) -> str:

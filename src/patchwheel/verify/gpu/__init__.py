@@ -2,7 +2,8 @@
 
     python -m patchwheel.verify.gpu --target T [--wheelhouse DIR] [--use-system-torch]
         [--tp N] [--families all|llama,qwen3,qwen3_moe,deepseek_v3]
-        [--stages correctness,training,throughput] [--profile] [--baseline-speculators WHEEL]
+        [--stages correctness,training,throughput,userjob] [--profile]
+        [--baseline-speculators WHEEL] [--speculators-scripts DIR]
         [--work-dir DIR] [--report FILE]                          (or: nox -s gpu -- …)
 
 1. Refuses clearly without a CUDA GPU (or with fewer GPUs than ``--tp``).
@@ -11,6 +12,9 @@
    folder beside the machine's own torch, else into a fresh venv; a later call with the same
    ``--work-dir`` and the same wheels reuses that install. Proves the built wheels are what got
    installed (sha256 against the manifest, every installed file against the wheel's RECORD).
+   Every child process then runs with the session's environment plus only what the
+   wheelhouse's INSTALL.txt tells users to set, the import trace and declared hygiene
+   (:mod:`.environment`); anything else is refused, naming it.
 3. ``correctness`` (:mod:`.correctness`): per model family (:mod:`patchwheel.verify.families`),
    speculators' own VllmHiddenStatesGenerator at its GPU default against transformers and
    against the vLLM oracle (:mod:`patchwheel.verify.oracle`), at TP ``--tp``; every side's
@@ -20,7 +24,14 @@
 5. ``throughput`` (:mod:`.throughput`): extraction vs ``LLM.generate`` compiled default and
    eager on a ~1 B-parameter model; start-up timed the same way on every side; ``--profile``
    adds where the driver's time goes; ``--baseline-speculators`` times a "before" wheel too.
-6. Writes ``verify-gpu.json`` (only fields the code writes, schema-checked; the stages of
+   The user's job end to end: the extraction side also writes the training files as
+   speculators' offline script does, on the RAM disk and the real disk, beside each disk's
+   measured write bandwidth (``end_to_end``).
+6. ``userjob`` (:mod:`.userjob`, with ``--speculators-scripts``): speculators' own v0.3.0
+   scripts, unmodified, with INSTALL.txt's environment only.
+7. The import trace of every run (:mod:`.imports`): each run's modules and distributions; the
+   wheelhouse's drop list checked against them.
+8. Writes ``verify-gpu.json`` (only fields the code writes, schema-checked; the stages of
    earlier calls on the same build are kept) and ``verify-gpu.md`` beside it.
 
 Only the standard library, rich, torch and transformers are imported here, so the module runs

@@ -5,12 +5,14 @@ what got installed (sha256 against the manifest, every file against the wheel's 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from rich.console import Console
 
 from patchwheel import manifest
 from patchwheel.errors import VerifyError
+from patchwheel.verify.gpu import environment
 from patchwheel.verify.gpu.options import GpuOptions
 from patchwheel.verify.install import (
     BuiltWheel,
@@ -27,25 +30,50 @@ from patchwheel.verify.install import (
 )
 
 GPU_DISTRIBUTIONS = ("speculators", "vllm")
-# Engine processes must not reach out, and vLLM's FlashInfer sampler is optional here.
-ENV = {
+# The harness's own runs (never the user's job): no network lookups, no telemetry, logs as
+# they come. Each is measurement hygiene (environment.HYGIENE says why it changes nothing).
+HARNESS_ENV = {
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
     "VLLM_NO_USAGE_STATS": "1",
     "DO_NOT_TRACK": "1",
-    "TOKENIZERS_PARALLELISM": "false",
-    "VLLM_USE_FLASHINFER_SAMPLER": "0",
     "PYTHONUNBUFFERED": "1",
 }
 
 
 @dataclass
 class Runtime:
-    """Where the installed wheels live and how to run a python that sees them."""
+    """Where the installed wheels live and how to run a python that sees them.
+
+    ``env`` is the harness runs' environment (the user's, the import trace into
+    ``trace_dir``, HARNESS_ENV); ``user_env`` makes the user job's: the user's and the
+    trace only. ``base`` is the session's own environment, ``allowed`` the rules.
+    """
 
     python: str
     env: dict[str, str]
     site: Path
+    base: dict[str, str] = field(default_factory=dict)
+    allowed: environment.Allowed | None = None
+    trace_dir: Path | None = None
+
+    def env_with(self, hygiene: dict[str, str]) -> dict[str, str]:
+        """The harness environment plus more hygiene variables (checked)."""
+        if self.allowed is None:
+            return {**self.env, **hygiene}
+        return environment.child_env(
+            self.base,
+            self.allowed,
+            trace_dir=self.trace_dir,
+            hygiene={**HARNESS_ENV, **hygiene},
+        )
+
+    def user_env(self) -> dict[str, str]:
+        """What a user's shell has after INSTALL.txt, plus the import trace (checked)."""
+        if self.allowed is None:
+            raise VerifyError("no user environment: the runtime was made without its rules")
+        strict = dataclasses.replace(self.allowed, hygiene=False)
+        return environment.child_env(self.base, strict, trace_dir=self.trace_dir)
 
 
 # --------------------------------------------------------------------------- installing
@@ -67,12 +95,10 @@ def prepare_runtime(options: GpuOptions, wheels: list[BuiltWheel], console: Cons
     work = options.work_dir
     work.mkdir(parents=True, exist_ok=True)
     log = work / "install.log"
-    env = {**os.environ, **ENV}
     if options.use_system_torch:
         site = work / "site"
         python = sys.executable
         target_args = ["--target", str(site), "--upgrade"]
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
     else:
         venv = work / "venv"
         if not (venv / "bin" / "python").is_file():
@@ -87,11 +113,12 @@ def prepare_runtime(options: GpuOptions, wheels: list[BuiltWheel], console: Cons
             ).stdout.strip()
         )
         target_args = []
+    runtime = _runtime(options, python, site)
     marker = work / "installed.json"
     wanted = _install_key(options, wheels)
     if _read_json(marker) == wanted and site.is_dir():
         console.print(f"reusing the install in {site} (same wheels, same sources)")
-        return Runtime(python=python, env=env, site=site)
+        return runtime
     marker.unlink(missing_ok=True)
     if options.wheelhouse is not None:
         sources = [
@@ -121,7 +148,31 @@ def prepare_runtime(options: GpuOptions, wheels: list[BuiltWheel], console: Cons
             "install the wheels",
         )
     marker.write_text(json.dumps(wanted, indent=2), encoding="utf-8")
-    return Runtime(python=python, env=env, site=site)
+    return runtime
+
+
+def _runtime(options: GpuOptions, python: str, site: Path) -> Runtime:
+    """The runtime's environments: the user's (the wheelhouse's INSTALL.txt, or none), the
+    install site on PYTHONPATH where the user's install put it, the import trace."""
+    if options.wheelhouse is not None:
+        user = environment.from_install_txt(options.wheelhouse / "INSTALL.txt")
+        if options.use_system_torch and not user.pythonpath_site:
+            raise VerifyError(
+                f"{user.source} gives no `export PYTHONPATH=…` step for installing beside the "
+                "machine's packages; --use-system-torch would run with a setting users are "
+                "not told about (rebuild the wheelhouse, or leave out --use-system-torch)"
+            )
+    else:
+        user = environment.no_wheelhouse(options.use_system_torch)
+    allowed = environment.Allowed(
+        user=user, site=site if options.use_system_torch else None, hygiene=True
+    )
+    base = dict(os.environ)
+    trace_dir = options.work_dir / "imports" / datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    env = environment.child_env(base, allowed, trace_dir=trace_dir, hygiene=HARNESS_ENV)
+    return Runtime(
+        python=python, env=env, site=site, base=base, allowed=allowed, trace_dir=trace_dir
+    )
 
 
 def install_baseline(options: GpuOptions, runtime: Runtime, console: Console) -> Runtime:
@@ -154,9 +205,24 @@ def install_baseline(options: GpuOptions, runtime: Runtime, console: Console) ->
                 f"install the baseline speculators {wheel}",
             )
         marker.write_text(json.dumps(wanted), encoding="utf-8")
-    env = dict(runtime.env)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
-    return Runtime(python=runtime.python, env=env, site=site)
+    if runtime.allowed is None:
+        raise VerifyError("the runtime was made without its environment rules")
+    # A comparison only (the series without its newest patches), never the user's path.
+    allowed = dataclasses.replace(runtime.allowed, extra_paths=(str(site),))
+    env = environment.child_env(
+        runtime.base,
+        allowed,
+        trace_dir=runtime.trace_dir,
+        hygiene=HARNESS_ENV,
+    )
+    return Runtime(
+        python=runtime.python,
+        env=env,
+        site=site,
+        base=runtime.base,
+        allowed=allowed,
+        trace_dir=runtime.trace_dir,
+    )
 
 
 def _install_key(options: GpuOptions, wheels: list[BuiltWheel]) -> dict[str, Any]:

@@ -15,7 +15,8 @@ from patchwheel.verify.families import FAMILIES, parse_families
 from patchwheel.verify.gpu.report import REPORT_NAME
 from patchwheel.workspace import Workspace
 
-STAGES = ("correctness", "training", "throughput")
+STAGES = ("correctness", "training", "throughput", "userjob")
+DEFAULT_STAGES = ("correctness", "training", "throughput")
 
 
 @dataclass(frozen=True)
@@ -36,11 +37,12 @@ class GpuOptions:
     baseline_modes: tuple[str, ...] = ("eager", "default")
     max_num_batched_tokens: int = 16384
     families: tuple[str, ...] = FAMILIES
-    stages: tuple[str, ...] = STAGES
+    stages: tuple[str, ...] = DEFAULT_STAGES
     extraction_eager: bool = False
     profile: bool = False
     baseline_speculators: Path | None = None
     train_epochs: int = 4
+    speculators_scripts: Path | None = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,9 +67,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--stages",
-        default=",".join(STAGES),
-        help="what this call runs, comma-separated: correctness, training, throughput; a report "
-        "at the same path from the same build keeps the other stages' results",
+        default=None,
+        help="what this call runs, comma-separated: correctness, training, throughput, userjob "
+        "(default: the first three; userjob with --speculators-scripts); a report at the same "
+        "path from the same build keeps the other stages' results",
+    )
+    parser.add_argument(
+        "--speculators-scripts",
+        type=Path,
+        help="speculators' own scripts/ folder at its tag (v0.3.0: data_generation_offline.py, "
+        "build_vocab_mapping.py, train.py; sha256-checked): the userjob stage runs them as a "
+        "user does, with INSTALL.txt's environment only",
     )
     parser.add_argument(
         "--extraction-eager",
@@ -126,11 +136,12 @@ def options_from(args: argparse.Namespace, workspace: Workspace) -> GpuOptions:
         repeats=args.repeats,
         baseline_modes=_modes(args.baselines),
         families=parse_families(args.families),
-        stages=_stages(args.stages),
+        stages=_stages(args.stages, args.speculators_scripts),
         extraction_eager=args.extraction_eager,
         profile=args.profile,
         baseline_speculators=_wheel(args.baseline_speculators),
         train_epochs=_positive("--train-epochs", args.train_epochs),
+        speculators_scripts=_scripts(args.speculators_scripts),
     )
 
 
@@ -148,7 +159,9 @@ def _modes(text: str) -> tuple[str, ...]:
     return modes
 
 
-def _stages(text: str) -> tuple[str, ...]:
+def _stages(text: str | None, scripts: Path | None) -> tuple[str, ...]:
+    if text is None:
+        return (*DEFAULT_STAGES, "userjob") if scripts is not None else DEFAULT_STAGES
     stages = tuple(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
     wrong = [s for s in stages if s not in STAGES]
     if wrong or not stages:
@@ -156,7 +169,20 @@ def _stages(text: str) -> tuple[str, ...]:
             f"--stages {text!r}: unknown {', '.join(wrong) or '(empty)'}; choose from "
             f"{', '.join(STAGES)} (comma-separated)"
         )
+    if "userjob" in stages and scripts is None:
+        raise VerifyError(
+            "--stages userjob needs --speculators-scripts DIR (speculators' scripts/ at its "
+            "git tag: they are not in its sdist)"
+        )
     return stages
+
+
+def _scripts(path: Path | None) -> Path | None:
+    if path is None:
+        return None
+    if not path.is_dir():
+        raise VerifyError(f"--speculators-scripts {path}: not a folder")
+    return path.resolve()
 
 
 def _wheel(path: Path | None) -> Path | None:

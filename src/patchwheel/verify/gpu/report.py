@@ -23,8 +23,8 @@ from patchwheel.verify.families import FAMILIES
 
 REPORT_NAME = "verify-gpu.json"
 SUMMARY_NAME = "verify-gpu.md"
-SCHEMA = 2
-KEYS = frozenset(
+SCHEMA = 3
+KEYS_V2 = frozenset(
     {
         "schema",
         "kind",
@@ -44,6 +44,10 @@ KEYS = frozenset(
         "error",
     }
 )
+# Schema 3 adds what the child processes ran with (environment), what they imported (imports)
+# and speculators' own scripts run as a user runs them (user_job). Committed schema-2 reports
+# stay readable.
+KEYS = KEYS_V2 | {"environment", "imports", "user_job"}
 FAMILY_KEYS = frozenset(
     {
         "family",
@@ -77,6 +81,9 @@ class GpuReport:
     families: list[dict[str, Any]] = field(default_factory=list)
     training: dict[str, Any] = field(default_factory=dict)
     throughput: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)
+    imports: dict[str, Any] = field(default_factory=dict)
+    user_job: dict[str, Any] = field(default_factory=dict)
     runs: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
     date: str = field(default_factory=lambda: datetime.now(UTC).strftime("%Y-%m-%d"))
@@ -90,6 +97,10 @@ class GpuReport:
         if self.training and not self.training.get("passed"):
             return "failed"
         if self.throughput and "error" in self.throughput:
+            return "failed"
+        if self.imports and not self.imports.get("passed", False):
+            return "failed"
+        if self.user_job and not self.user_job.get("passed", False):
             return "failed"
         checked = {f["family"] for f in self.families}
         if not set(FAMILIES) <= checked or not self.training or not self.throughput:
@@ -113,6 +124,9 @@ class GpuReport:
             "families": self.families,
             "training": self.training,
             "throughput": self.throughput,
+            "environment": self.environment,
+            "imports": self.imports,
+            "user_job": self.user_job,
             "runs": self.runs,
             "error": self.error,
         }
@@ -146,6 +160,9 @@ class GpuReport:
             self.training = dict(old.get("training") or {})
         if "throughput" not in stages:
             self.throughput = dict(old.get("throughput") or {})
+        if "userjob" not in stages:
+            self.user_job = dict(old.get("user_job") or {})
+        self.imports = dict(old.get("imports") or {})
         self.runs = [*list(old.get("runs") or []), *self.runs]
 
 
@@ -158,9 +175,12 @@ def _shas(packages: object) -> list[str]:
 def check_schema(data: dict[str, Any]) -> None:
     """Refuse a report with a key this code does not write (or without one it does)."""
     problems = []
-    if set(data) != KEYS:
+    keys = KEYS_V2 if data.get("schema") == 2 else KEYS
+    if data.get("schema") not in (2, SCHEMA):
+        problems.append(f"schema {data.get('schema')!r} (this code writes {SCHEMA}, reads 2)")
+    if set(data) != keys:
         problems.append(
-            f"top level: extra {sorted(set(data) - KEYS)}, missing {sorted(KEYS - set(data))}"
+            f"top level: extra {sorted(set(data) - keys)}, missing {sorted(keys - set(data))}"
         )
     for i, family in enumerate(data.get("families") or []):
         if set(family) != FAMILY_KEYS:
@@ -255,6 +275,12 @@ def markdown_summary(data: dict[str, Any]) -> str:
     thr = data.get("throughput") or {}
     if thr:
         lines += _throughput_lines(thr)
+    if data.get("user_job"):
+        lines += _user_job_lines(data["user_job"])
+    if data.get("environment"):
+        lines += _environment_lines(data["environment"])
+    if data.get("imports"):
+        lines += _imports_lines(data["imports"])
     if data.get("error"):
         lines += ["", f"**error:** {data['error']}"]
     lines += ["", "## Runs", ""]
@@ -295,6 +321,8 @@ def _throughput_lines(thr: dict[str, Any]) -> list[str]:
             f"Goal: extraction >= {goal['min_ratio']} x compiled default: ratio "
             f"{goal['ratio']} ({'met' if goal['met'] else 'NOT met'}).",
         ]
+    if thr.get("end_to_end"):
+        lines += _end_to_end_lines(thr["end_to_end"])
     profiles = {n: s["profile"] for n, s in thr["sides"].items() if s.get("profile")}
     if profiles:
         lines += [
@@ -313,4 +341,115 @@ def _throughput_lines(thr: dict[str, Any]) -> list[str]:
                 + " | ".join(f"{cats.get(c, 0.0):.2f}" for c in PROFILE_COLUMNS)
                 + " |"
             )
+    return lines
+
+
+def _end_to_end_lines(e2e: dict[str, Any]) -> list[str]:
+    def ratio(value: float | None) -> str:
+        return "-" if value is None else f"{value:.3f}"
+
+    lines = [
+        "",
+        "### The user's job: tokens -> training files",
+        "",
+        f"The extraction side's generator, writing `data_<i>.pt` files {e2e['writer']}; "
+        "a pass ends when every save has returned (with sync: until `os.sync()` returned).",
+        "",
+        "| path | tokens/s | ratio vs compiled default | written GB/s | disk's write bandwidth "
+        "GB/s (measured) | saving alone GB/s | with sync tokens/s |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+        f"| in memory, one call | {e2e['in_memory_tokens_per_s']:,.0f} | "
+        f"{ratio(e2e['in_memory_ratio_vs_default'])} | - | - | - | - |",
+        f"| in memory, batches of 8 | {e2e['in_memory_batched_tokens_per_s']:,.0f} | "
+        f"{ratio(e2e['in_memory_batched_ratio_vs_default'])} | - | - | - | - |",
+    ]
+    for label, f in e2e["files"].items():
+        fs = f.get("filesystem") or {}
+        lines.append(
+            f"| files, {'RAM disk' if label == 'ram' else 'real disk'} ({fs.get('type')} at "
+            f"{fs.get('mount')}) | {f['tokens_per_s']:,.0f} | {ratio(f['ratio_vs_default'])} | "
+            f"{f['bytes_per_s'] / 1e9:.2f} | {f['disk_bytes_per_s'] / 1e9:.2f} | "
+            f"{f['save_only_bytes_per_s'] / 1e9:.2f} | {f['durable_tokens_per_s']:,.0f} |"
+        )
+    for label, f in (e2e.get("before") or {}).items():
+        lines.append(
+            f"| before (--baseline-speculators), files, "
+            f"{'RAM disk' if label == 'ram' else 'real disk'} | {f['tokens_per_s']:,.0f} | "
+            f"{ratio(f['ratio_vs_default'])} | - | - | {f['save_only_bytes_per_s'] / 1e9:.2f} | - |"
+        )
+    sizes = ", ".join(f"{k} x{v['bytes_vs_hidden_states']}" for k, v in e2e["files"].items())
+    lines += ["", f"Files' bytes over the hidden states they hold: {sizes}."]
+    goal = e2e.get("goal")
+    if goal:
+        lines.append(
+            f"Goal: the user's job on the RAM disk >= {goal['min_ratio']} x compiled default: "
+            f"ratio {goal['ratio']} ({'met' if goal['met'] else 'NOT met'})."
+        )
+    return lines
+
+
+def _user_job_lines(job: dict[str, Any]) -> list[str]:
+    lines = ["", "## speculators' own scripts, as a user runs them", ""]
+    if "error" in job:
+        return [*lines, f"error: {job['error']}"]
+    lines.append(
+        f"{job.get('scripts')} (speculators {job.get('tag')}, each file's sha256 checked), "
+        f"with nothing but {job.get('environment_source')}'s environment "
+        "(and the import trace):"
+    )
+    lines += ["", "| script | exit | seconds | result |", "| --- | --- | --- | --- |"]
+    for step in job.get("steps", []):
+        lines.append(
+            f"| {step['script']} | {step['exit']} | {step['seconds']:.1f} | "
+            f"{step.get('result', '')} |"
+        )
+    return lines
+
+
+def _environment_lines(env: dict[str, Any]) -> list[str]:
+    lines = [
+        "",
+        "## What the child processes ran with",
+        "",
+        f"The user's environment: {env.get('user_source')} "
+        f"({', '.join(env.get('user_variables') or []) or 'no variable'}).",
+    ]
+    for kind in ("harness", "user_job"):
+        set_vars = env.get(kind) or {}
+        if set_vars:
+            lines.append(
+                f"Set for {kind.replace('_', ' ')} runs: "
+                + "; ".join(f"{k} ({v})" for k, v in set_vars.items())
+                + "."
+            )
+    inherited = env.get("inherited") or {}
+    lines.append(
+        "Inherited from the caller's environment (vLLM, torch, CUDA, Hugging Face): "
+        + (", ".join(f"{k}={v}" for k, v in inherited.items()) or "none")
+        + "."
+    )
+    return lines
+
+
+def _imports_lines(imports: dict[str, Any]) -> list[str]:
+    lines = ["", "## Imports on the verified path (import trace)", ""]
+    if "error" in imports:
+        return [*lines, f"error: {imports['error']}"]
+    lines += [
+        "| run | processes | top-level modules | distributions |",
+        "| --- | --- | --- | --- |",
+    ]
+    for run in imports.get("runs", []):
+        lines.append(
+            f"| {run['run']} | {run['processes']} | {len(run['modules'])} | "
+            f"{', '.join(run['distributions'])} |"
+        )
+    lines += ["", "| dropped requirement | imported by | looked for by |", "| --- | --- | --- |"]
+    for d in imports.get("dropped", []):
+        lines.append(
+            f"| {d['name']} | {', '.join(d['imported_by']) or 'none'} | "
+            f"{', '.join(d['looked_for_by']) or 'none'} |"
+        )
+    verdict = "passed" if imports.get("passed") else "FAILED: " + "; ".join(imports["violations"])
+    lines += ["", f"Drop list check: {verdict}."]
     return lines

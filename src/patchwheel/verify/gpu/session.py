@@ -13,12 +13,14 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
 from patchwheel.errors import VerifyError
 from patchwheel.verify.compare import RTOL
+from patchwheel.verify.gpu import environment, imports
 from patchwheel.verify.gpu.correctness import check_family
 from patchwheel.verify.gpu.install import (
     Runtime,
@@ -32,6 +34,7 @@ from patchwheel.verify.gpu.options import GpuOptions, add_arguments, options_fro
 from patchwheel.verify.gpu.report import GpuReport, write_report
 from patchwheel.verify.gpu.throughput import measure_throughput
 from patchwheel.verify.gpu.training import train_draft
+from patchwheel.verify.gpu.userjob import failed_record, run_user_job
 from patchwheel.verify.install import built_inputs, built_target
 from patchwheel.workspace import Workspace
 
@@ -75,6 +78,7 @@ def verify_gpu(options: GpuOptions, console: Console | None = None) -> GpuReport
         runtime = prepare_runtime(options, wheels, console)
         report.packages = installed_packages(runtime, wheels)
         report.machine = {"gpu": gpu, "versions": _versions(runtime)}
+        report.environment = _environment(runtime)
         rerun = options.families if "correctness" in options.stages else ()
         report.keep_from(options.report_path, options.stages, rerun)
         console.print(
@@ -89,6 +93,9 @@ def verify_gpu(options: GpuOptions, console: Console | None = None) -> GpuReport
             _stage(errors, lambda: _training(options, runtime, report, console, started))
         if "throughput" in options.stages:
             _stage(errors, lambda: _throughput(options, runtime, report, console))
+        if "userjob" in options.stages:
+            _stage(errors, lambda: _user_job(options, runtime, report, console))
+        _stage(errors, lambda: _imports(options, runtime, report, console))
     except VerifyError as exc:  # installing: nothing can run
         errors.append(str(exc))
     finally:
@@ -140,6 +147,52 @@ def _throughput(options: GpuOptions, runtime: Runtime, report: GpuReport, consol
             f"extraction / compiled default = {goal['ratio']} "
             f"(goal {goal['min_ratio']}: {'met' if goal['met'] else 'NOT met'})"
         )
+
+
+def _user_job(options: GpuOptions, runtime: Runtime, report: GpuReport, console: Console) -> None:
+    try:
+        report.user_job = run_user_job(options, runtime, console)
+    except VerifyError as exc:
+        report.user_job = failed_record(exc) or {"error": str(exc), "passed": False}
+        raise
+
+
+def _environment(runtime: Runtime) -> dict[str, Any]:
+    """What the child processes run with beyond the session's environment, and why."""
+    allowed = runtime.allowed
+    if allowed is None:
+        return {}
+    return {
+        "user_source": allowed.user.source,
+        "user_variables": sorted(allowed.user.variables)
+        + (["PYTHONPATH"] if allowed.user.pythonpath_site else []),
+        "harness": environment.describe(runtime.env, runtime.base, allowed),
+        "user_job": environment.describe(runtime.user_env(), runtime.base, allowed),
+        "inherited": environment.inherited(runtime.base),
+    }
+
+
+def _imports(options: GpuOptions, runtime: Runtime, report: GpuReport, console: Console) -> None:
+    """This call's import trace: what each run imported; the drop list checked against it."""
+    folder = runtime.trace_dir
+    if folder is None or not folder.is_dir():
+        return
+    runs = imports.read(folder)
+    dropped = imports.dropped_requirements(options.wheelhouse)
+    modules = set().union(*(run.imported for run in runs)) if runs else set()
+    provided = imports.distributions(runtime.python, runtime.env, modules)
+    # Runs of earlier calls of this report (same build) stay in it, checked again.
+    earlier = imports.earlier_runs(report.imports)
+    folders = [*list(report.imports.get("trace_dirs") or []), str(folder)]
+    for run in earlier:
+        provided.update(imports.distributions(runtime.python, runtime.env, run.imported))
+    report.imports = imports.summary([*earlier, *runs], dropped, provided, folders)
+    if report.imports["violations"]:
+        raise VerifyError("the drop list does not hold: " + "; ".join(report.imports["violations"]))
+    console.print(
+        f"import trace: {len(runs)} runs, {len(modules)} top-level modules; none of the "
+        f"{len(dropped)} dropped requirements imported"
+    )
 
 
 def _correctness(

@@ -7,6 +7,13 @@ default), ``vllm-eager``, and with ``--baseline-speculators`` ``extraction-befor
 in front of the built one, its own default). Each side gets its own copy of the settings and
 records its engine's effective ones. Start-up is the same on every side: cold process start
 (the parent's launch) to the first result. The goal: extraction >= 0.95 x compiled default.
+
+The user's job, end to end (``end_to_end``): the extraction side's generator then also writes
+the prompts' training files the way speculators' offline script does (``verify/savejob.py``:
+batches of 8, ``torch.save`` on 4 threads) to the RAM disk (``/dev/shm``) and to the machine's
+real disk (the work dir), beside each disk's write bandwidth measured here first
+(``verify/diskio.py``: large sequential writes with fsync) and the in-memory rates. Goal: the
+job on the RAM disk >= 0.9 x compiled default.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from typing import Any
 from rich.console import Console
 
 from patchwheel.errors import VerifyError
+from patchwheel.verify import diskio
 from patchwheel.verify.gpu.install import Runtime
 from patchwheel.verify.gpu.options import GpuOptions
 from patchwheel.verify.model import TinyLlamaSpec, make_tiny_llama
@@ -28,6 +36,8 @@ from patchwheel.verify.plan import MAX_NUM_SEQS
 
 SPEED_SCRIPT = Path(__file__).parent.parent / "speed.py"
 GOAL_RATIO = 0.95
+END_TO_END_GOAL = 0.9
+BANDWIDTH_BYTES = 4 << 30  # each disk's bandwidth: a 4 GiB file, written and fsynced
 STARTUP_DEFINITION = (
     "cold process start (the parent's launch of the side's process) to the first result "
     "(the first prompt's generate call returned), the same on every side, each side with "
@@ -83,9 +93,10 @@ def measure_throughput(
     """Every side's tokens/s, start-up, effective settings (and profile); ratios; the goal."""
     model_dir, vocab = bench_model(options, console)
     layers = BENCH_SPEC.num_layers if options.model is None else _num_layers(model_dir)
-    request = {
+    layer_ids = [2, layers // 2, layers - 3, layers - 1]
+    request: dict[str, Any] = {
         "model_dir": str(model_dir),
-        "layer_ids": [2, layers // 2, layers - 3, layers - 1],
+        "layer_ids": layer_ids,
         "random_prompts": {
             "count": options.prompts,
             "length": options.prompt_len,
@@ -95,6 +106,7 @@ def measure_throughput(
         "repeats": options.repeats,
         "profile": options.profile,
     }
+    disks = _disks(options, hidden_bytes=_hidden_bytes(options, layer_ids))
     plan: list[tuple[str, str, dict[str, Any], Runtime]] = [
         ("extraction", "speculators", {"enforce_eager": False}, runtime)
     ]
@@ -105,7 +117,10 @@ def measure_throughput(
     sides: dict[str, Any] = {}
     for name, side, extra, side_runtime in plan:
         settings = {**base_settings(options), **extra}
-        figures = _side(options, side_runtime, side, {**request, "settings": settings}, name)
+        side_request = {**request, "settings": settings}
+        if side == "speculators" and disks:
+            side_request["user_job"] = {"dirs": {k: v["files"] for k, v in disks.items()}}
+        figures = _side(options, side_runtime, side, side_request, name)
         figures["requested_settings"] = settings
         if figures["unsupported"] and name == "extraction":
             raise VerifyError(
@@ -135,6 +150,8 @@ def measure_throughput(
             )
     if "extraction-before" in sides:
         out["speedup_vs_before"] = round(extraction / sides["extraction-before"]["tokens_per_s"], 3)
+    if disks and "user_job" in sides["extraction"]:
+        out["end_to_end"] = end_to_end(sides, disks)
     if "ratio_vs_default" in out:
         out["goal"] = {
             "min_ratio": GOAL_RATIO,
@@ -143,6 +160,87 @@ def measure_throughput(
             "startup_no_slower": sides["extraction"]["startup_s"]
             <= sides["vllm-default"]["startup_s"],
         }
+    return out
+
+
+def _hidden_bytes(options: GpuOptions, layer_ids: list[int]) -> int:
+    """Bytes of hidden states of one pass (the files' payload)."""
+    hidden = BENCH_SPEC.hidden_size
+    if options.model is not None:
+        config = json.loads((options.model / "config.json").read_text("utf-8"))
+        hidden = int(config["hidden_size"])
+    itemsize = 4 if options.dtype == "float32" else 2
+    return options.prompts * options.prompt_len * len(layer_ids) * hidden * itemsize
+
+
+def _disks(options: GpuOptions, hidden_bytes: int) -> dict[str, dict[str, Any]]:
+    """The RAM disk and the work dir's disk: each one's measured write bandwidth and the
+    folder the user's job writes its files to (skipped where a pass would not fit)."""
+    places = {
+        "ram": diskio.RAM_DISK / f"patchwheel-user-job-{options.work_dir.name}",
+        "disk": options.work_dir / "bench" / "user-job-files",
+    }
+    out = {}
+    for label, folder in places.items():
+        folder.mkdir(parents=True, exist_ok=True)
+        need = max(hidden_bytes, BANDWIDTH_BYTES) * 1.2
+        if diskio.free_bytes(folder) < need:
+            out[label] = {"skipped": f"{folder}: less than {need / 1e9:.1f} GB free"}
+            continue
+        figures = diskio.write_bandwidth(folder, BANDWIDTH_BYTES)
+        out[label] = {**figures, "files": str(folder)}
+    return {k: v for k, v in out.items() if "skipped" not in v}
+
+
+def end_to_end(sides: dict[str, Any], disks: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The user's job against compiled prefill, the in-memory rates and each disk's limit."""
+    job = sides["extraction"]["user_job"]
+    prefill = (sides.get("vllm-default") or {}).get("tokens_per_s")
+
+    def ratio(rate: float) -> float | None:
+        return round(rate / prefill, 3) if prefill else None
+
+    files = {}
+    for label, figures in job["files"].items():
+        bandwidth = disks[label]["bytes_per_s"]
+        files[label] = {
+            "tokens_per_s": figures["tokens_per_s"],
+            "ratio_vs_default": ratio(figures["tokens_per_s"]),
+            "durable_tokens_per_s": figures["durable_tokens_per_s"],
+            "bytes_per_s": figures["bytes_per_s"],
+            "disk_bytes_per_s": bandwidth,
+            "of_disk_bandwidth": round(figures["bytes_per_s"] / bandwidth, 3),
+            "save_only_bytes_per_s": figures["save_only"]["bytes_per_s"],
+            "bytes_vs_hidden_states": round(figures["bytes_vs_hidden_states"], 4),
+            "in_generate_s": figures["in_generate_s"],
+            "drain_s": figures["drain_s"],
+            "filesystem": disks[label]["filesystem"],
+        }
+    in_memory = sides["extraction"]["tokens_per_s"]
+    batched = job["in_memory_batched"]["tokens_per_s"]
+    out: dict[str, Any] = {
+        "writer": f"speculators v0.3.0 offline script's way: batches of {job['batch_size']}, "
+        f"torch.save on {job['threads']} threads (verify/savejob.py)",
+        "in_memory_tokens_per_s": in_memory,
+        "in_memory_ratio_vs_default": ratio(in_memory),
+        "in_memory_batched_tokens_per_s": batched,
+        "in_memory_batched_ratio_vs_default": ratio(batched),
+        "files": files,
+        "bandwidth": disks,
+    }
+    before = (sides.get("extraction-before") or {}).get("user_job")
+    if before:
+        out["before"] = {
+            label: {
+                "tokens_per_s": figures["tokens_per_s"],
+                "ratio_vs_default": ratio(figures["tokens_per_s"]),
+                "save_only_bytes_per_s": figures["save_only"]["bytes_per_s"],
+            }
+            for label, figures in before["files"].items()
+        }
+    if "ram" in files and files["ram"]["ratio_vs_default"] is not None:
+        got = files["ram"]["ratio_vs_default"]
+        out["goal"] = {"min_ratio": END_TO_END_GOAL, "ratio": got, "met": got >= END_TO_END_GOAL}
     return out
 
 
@@ -163,11 +261,12 @@ def _side(
     log = bench / f"{name}.log"
     caches = bench / f"{name}.caches"
     shutil.rmtree(caches, ignore_errors=True)
-    env = {
-        **runtime.env,
-        **{var: str(caches / sub) for var, sub in CACHE_VARIABLES.items()},
-        "PATCHWHEEL_LAUNCHED_AT": repr(time.time()),
-    }
+    env = runtime.env_with(
+        {
+            **{var: str(caches / sub) for var, sub in CACHE_VARIABLES.items()},
+            "PATCHWHEEL_LAUNCHED_AT": repr(time.time()),
+        }
+    )
     with log.open("w") as fh:
         try:
             proc = subprocess.run(
