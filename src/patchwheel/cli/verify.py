@@ -51,6 +51,13 @@ def register(sub: _context.SubParsers) -> None:
         help="model families checked against transformers and the vLLM oracle, comma-separated "
         "(default llama,qwen3,qwen3_moe; 'none' for none)",
     )
+    parser.add_argument(
+        "--against",
+        metavar="TARGET",
+        help="a served target only: compare its hidden-state files with the user path's files "
+        "of TARGET's last passing CPU verification (a generator target, e.g. vllm-0.32: the "
+        "same model and conversations, layer i there = vLLM layer id i + 1 here)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -83,6 +90,14 @@ def run(args: argparse.Namespace) -> int:
         indexes = [u for u in indexes if u != "none"]
     else:
         indexes = extra_indexes_for(os.environ)
+    against = None
+    if args.against:
+        from patchwheel.verify.served.cpu import generator_files
+
+        other = load_target(workspace.patches, args.against).name  # a known target, or refused
+        against = generator_files(
+            workspace.target_dir(other), workspace.work_dir(other, "verify-cpu")
+        )
     verify_as_user(
         load_target(workspace.patches, name),
         workspace.target_dir(name),
@@ -94,5 +109,6 @@ def run(args: argparse.Namespace) -> int:
         reuse_venv=args.reuse_venv,
         timeout_s=args.timeout,
         console=console.stderr,
+        against=against,
     )
     return 0
