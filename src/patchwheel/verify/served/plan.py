@@ -52,6 +52,9 @@ class ServedPlan:
     """Settings of one served verification (defaults: the CPU run)."""
 
     spec: TinyLlamaSpec = field(default_factory=lambda: TinyLlamaSpec(num_layers=8))
+    # "llama": the chat Llama above (the generator generation's user-path model); another of
+    # verify.families' families: its seeded model with spec's depth, vocabulary and seed.
+    family: str = "llama"
     target_layer_ids: tuple[int, ...] = (3, 5, 6)  # the launcher appends the last layer
     # float32: transformers agrees to ~1e-5 (bfloat16 only to a few of its ulps); a user's
     # default on CPU ("auto") would silently serve this float32 checkpoint in bfloat16.

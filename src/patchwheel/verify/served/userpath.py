@@ -36,6 +36,7 @@ from patchwheel.verify.chat import (
     write_sharegpt,
 )
 from patchwheel.verify.compare import max_error_per_layer
+from patchwheel.verify.families import FamilySpec, make_family_model
 from patchwheel.verify.model import make_tiny_llama
 from patchwheel.verify.served.files import (
     check_against_generator,
@@ -52,8 +53,19 @@ PIPELINE_SCRIPT = Path(__file__).with_name("pipeline.py")
 
 
 def prepare_inputs(plan: ServedPlan, work: Path) -> tuple[Path, Path]:
-    """The chat model and the ShareGPT-style dataset (the generator's user path's own)."""
-    model_dir = make_tiny_llama(plan.spec, work / "chat-model")
+    """The chat model and the ShareGPT-style dataset (the generator's user path's own; for
+    another family, its seeded model with the same chat tokenizer)."""
+    if plan.family == "llama":
+        model_dir = make_tiny_llama(plan.spec, work / "chat-model")
+    else:
+        spec = FamilySpec(
+            plan.family,
+            num_layers=plan.spec.num_layers,
+            vocab_size=plan.spec.vocab_size,
+            max_position_embeddings=plan.spec.max_position_embeddings,
+            seed=plan.spec.seed,
+        )
+        model_dir = make_family_model(spec, work / "chat-model")
     write_chat_tokenizer(model_dir, plan.spec.vocab_size, plan.spec.max_position_embeddings)
     dataset = write_sharegpt(sharegpt_records(plan.spec.vocab_size), work / "sharegpt.json")
     return model_dir, dataset
