@@ -146,13 +146,18 @@ def forward(args: argparse.Namespace, model: Any, batch: dict[str, Any]) -> dict
 
 
 class MetricCapture(logging.Handler):
-    """The trainer's metric records (``speculators.metrics``): each step's train metrics."""
+    """The trainer's metric records (``speculators.metrics``): each step's train metrics.
+
+    On the root logger: speculators' ``setup_metric_logger`` reconfigures its metrics logger
+    (dictConfig drops the handlers it had) and lets its records propagate."""
 
     def __init__(self) -> None:
         super().__init__()
         self.steps: list[dict[str, Any]] = []
 
     def emit(self, record: logging.LogRecord) -> None:
+        if record.name != "speculators.metrics":
+            return
         if isinstance(record.msg, dict) and "train" in record.msg:
             train = {k: float(v) for k, v in dict(record.msg["train"]).items()}
             self.steps.append({"step": int(record.msg.get("global_step", -1)), **train})
@@ -179,12 +184,12 @@ def run(req: dict[str, Any], out: Path, result: dict[str, Any], stages: Stages) 
     result.update(stages.run("rows", "datasets.load_from_disk", lambda: rows_of(args.data_path)))
     if req["mode"] == "train":
         capture = MetricCapture()
-        metrics = logging.getLogger("speculators.metrics")
-        metrics.addHandler(capture)
+        root = logging.getLogger()
+        root.addHandler(capture)
         try:
             stages.run("train", "speculators.train.cli.main", lambda: cli.main(cfg))
         finally:
-            metrics.removeHandler(capture)
+            root.removeHandler(capture)
         result["train"] = {"steps": capture.steps, "device": torch.cuda.get_device_name(0)}
         return
     if not args.draft_mrope_full_head_hack:
