@@ -119,6 +119,20 @@ def test_log_cause_reads_vllms_prefixed_lines() -> None:
     assert log_cause("INFO all well\n") is None
 
 
+def test_log_cause_keeps_a_message_on_several_lines(tmp_path: Path) -> None:
+    # A real process whose exception's message runs over lines, as pydantic's does.
+    code = (
+        "raise ValueError('1 validation error for VllmConfig\\n  Value error, Unsupported "
+        "connector type: Misspelled [type=value_error]\\n    For further information visit "
+        "https://errors.pydantic.dev/2.14/v/value_error')"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
+    assert log_cause(proc.stderr + "INFO shutting down\n") == (
+        "ValueError: 1 validation error for VllmConfig; Value error, Unsupported connector "
+        "type: Misspelled [type=value_error]"
+    )
+
+
 def test_a_taken_port_is_retried_on_another(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

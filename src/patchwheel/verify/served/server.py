@@ -102,7 +102,14 @@ def log_cause(text: str, *, packages: Sequence[str] = ("vllm", "hs_connectors"))
         if found and any(f"/{p}/" in found["file"] for p in packages):
             frame = found
             break
-    message = lines[chosen].strip()
+    # A message on several lines (pydantic's "1 validation error for VllmConfig" names the
+    # error on the indented lines after it): those lines belong to it.
+    detail = []
+    for line in lines[chosen + 1 : chosen + 4]:
+        if not line.startswith((" ", "\t")) or "errors.pydantic.dev" in line:
+            break
+        detail.append(line.strip())
+    message = "; ".join([lines[chosen].strip(), *detail])
     if frame is None:
         return message
     where = frame["file"]
