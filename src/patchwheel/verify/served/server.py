@@ -71,7 +71,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 # Exceptions that only point elsewhere ("see root cause above"): the cause is an earlier one.
 _WRAPPERS = re.compile(
-    r"root cause above|initialization failed|EngineDeadError|EngineGenerateError|"
+    r"root cause above|stack trace above|initialization failed|EngineDeadError|EngineGenerateError|"
     r"died unexpectedly|KeyboardInterrupt|SystemExit",
     re.IGNORECASE,
 )
