@@ -135,6 +135,9 @@ class Manifest:
     audit: dict[str, Any] | None = None
     consumer: dict[str, str] = field(default_factory=dict)
     schema: int = SCHEMA
+    # How the target's speculators extracts: "generator" or "served" (config/targets.py). The
+    # GPU session reads it here: it runs without target.toml's model.
+    generation: str = "generator"
 
     def to_json(self) -> dict[str, Any]:
         """The manifest's JSON object, keys in the order manifest.json has them."""
@@ -142,6 +145,7 @@ class Manifest:
             "schema": self.schema,
             "target": self.target,
             "description": self.description,
+            "generation": self.generation,
             "patchwheel": self.patchwheel,
             "inputs": self.inputs,
             "pins": {key: pin.to_json() for key, pin in self.pins.items()},
@@ -177,6 +181,7 @@ class Manifest:
                 str(k): str(v) for k, v in _object(top.get("consumer", {}), "consumer").items()
             },
             schema=int(top.get("schema", SCHEMA)),
+            generation=_generation(top.get("generation", "generator")),
         )
 
 
@@ -192,6 +197,12 @@ def read(path: Path) -> Manifest:
     except ValueError as exc:
         raise ManifestError(f"not JSON: {exc}") from exc
     return Manifest.from_json(data)
+
+
+def _generation(value: object) -> str:
+    if value not in ("generator", "served"):
+        raise ManifestError(f"generation {value!r} is neither 'generator' nor 'served'")
+    return str(value)
 
 
 def _object(value: object, where: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from patchwheel.cli.audit import add_audit_parser, main_audit
+from patchwheel.config.audit import AuditSpec
 from tests.audit._sample import CONSUMER, PROVIDER, write_tree
 
 
@@ -99,9 +100,9 @@ def test_target_mode_audits_the_trees_the_core_cli_provides(
     consumer, provider, baseline = trees
     seen: list[str] = []
 
-    def target_trees(args: argparse.Namespace) -> dict[str, Path]:
+    def target_trees(args: argparse.Namespace) -> tuple[dict[str, Path], AuditSpec]:
         seen.append(args.target)
-        return {"speculators": consumer, "vllm": provider}
+        return {"speculators": consumer, "vllm": provider}, AuditSpec()
 
     parser = argparse.ArgumentParser(prog="patchwheel")
     add_audit_parser(parser.add_subparsers(), target_trees=target_trees)

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -273,3 +274,43 @@ def test_killed_build_keeps_last_good_outputs(checkout: Checkout, delay: float) 
     assert verify_record(checkout.build / "tiny" / "wheels" / wheel["filename"]) == []
     stores = [p.name for p in (checkout.build / ".store").iterdir() if p.name.startswith("tiny.")]
     assert len(stores) == 1
+
+
+# A setup.py like speculators' and hs-connectors': it keeps the version file of its sdist only
+# when it runs in the sdist's own folder (``<name>-<version>``), else writes a nightly one.
+FOLDER_SETUP_PY = """\
+from pathlib import Path
+from setuptools import setup
+
+here = Path(__file__).parent
+stamp = here / "src" / "stamped" / "stamp.py"
+if not here.name.startswith("stamped-"):
+    stamp.write_text('build = "nightly"\\n')
+setup()
+"""
+
+
+def test_always_build_builds_an_unpatched_sdist_in_its_own_folder(tmp_path: Path) -> None:
+    src = tmp_path / "stamped-src"
+    support.make_upstream(src, name="stamped", version="2.0")
+    (src / "setup.py").write_text(FOLDER_SETUP_PY)
+    (src / "src" / "stamped" / "stamp.py").write_text('build = "release"\n')
+    sdist = support.make_sdist(src, tmp_path / "files", "stamped", "2.0")
+    env = {"PATCHWHEEL_INDEX_URL": support.write_index(tmp_path / "index", [sdist])}
+    root = tmp_path / "checkout"
+    (root / "patches" / "t").mkdir(parents=True)
+    (root / "patches" / "t" / "target.toml").write_text(
+        'description = "always-build"\ndefault = true\n\n[projects.stamped]\nbuild = "source"\n'
+        'pin = "stamped==2.0"\nalways-build = true\n'
+    )
+    cache = tmp_path / "cache"
+    for verb in (("lock",), ("build", "--no-audit")):
+        result = support.patchwheel(root, *verb, cache=cache, env=env)
+        assert result.returncode == 0, result.stderr
+    [wheel] = json.loads((root / "build" / "t" / "manifest.json").read_text())["wheels"]
+    # Built and labelled although the series is empty (not the sdist served as it is) ...
+    assert wheel["action"] == "built" and wheel["patched"] is True
+    assert wheel["version"].startswith("2.0+pw") and wheel["filename"].endswith(".whl")
+    # ... in the sdist's folder, so its build script kept the sdist's own version file.
+    with zipfile.ZipFile(root / "build" / "t" / "wheels" / wheel["filename"]) as archive:
+        assert archive.read("stamped/stamp.py") == b'build = "release"\n'

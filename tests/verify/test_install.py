@@ -11,7 +11,6 @@ from uv import find_uv_bin
 
 from patchwheel import manifest
 from patchwheel.errors import VerifyError
-from patchwheel.verify.cpu import prepare_venv
 from patchwheel.verify.install import (
     BuiltWheel,
     Venv,
@@ -24,6 +23,7 @@ from patchwheel.verify.install import (
     read_manifest,
     reported_archive_sha256,
 )
+from patchwheel.verify.venv import prepare_venv
 from tests import support
 
 

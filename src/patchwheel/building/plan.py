@@ -123,6 +123,8 @@ def _unit(
         "patches": [[p.name, p.sha256] for p in patches],
         "settings": {"wheel-root": project.wheel_root, "build-env": project.build_env},
     }
+    if project.always_build:  # only then: the keys of other projects stay as they were
+        material["always-build"] = True
     if extras:  # only then: the keys of targets without extras stay as they were
         material["extras"] = {
             "pinned": [[e.name, list(e.requires)] for e in extras],

@@ -64,7 +64,11 @@ def build_target(
         # nothing is decided on a tree in that state.
         recover_vendor_trees(target, workspace)
         existing = outputs.up_to_date(workspace.build, target.name, key)
-        if existing is not None and _consumer_current(workspace.build, target, existing):
+        if (
+            existing is not None
+            and existing.generation == target.generation
+            and _consumer_current(workspace.build, target, existing)
+        ):
             _vendor_trees_to_series(target, lock, units, workspace, cache)
             outputs.settle(workspace.build, target.name)
             console.status(
@@ -122,6 +126,7 @@ def _manifest(
     return Manifest(
         target=target.name,
         description=target.description,
+        generation=target.generation,
         patchwheel=__version__,
         inputs=key,
         pins={

@@ -1,6 +1,6 @@
-"""One unit's artifact: upstream copied unchanged (empty series, no pinned extras), a wheel
-reused from the cache, or built (PEP 517 source build, or overlay) and stored in the cache under
-its build key.
+"""One unit's artifact: upstream copied unchanged (empty series, no pinned extras, not
+``always-build``), a wheel reused from the cache, or built (PEP 517 source build, or overlay)
+and stored in the cache under its build key.
 """
 
 from __future__ import annotations
@@ -45,8 +45,14 @@ class Output:
 
 def build_unit(unit: Unit, trees: dict[str, Path], cache: Cache) -> Output:
     """The unit's artifact: upstream copied (empty series, no pinned extras), the cached wheel,
-    or a new build (pinned extras rewrite the METADATA even with an empty series)."""
-    if not unit.patches and not unit.extras and _has_artifact(unit):
+    or a new build (pinned extras rewrite the METADATA even with an empty series; a project
+    that says ``always-build`` is built from its sources all the same)."""
+    if (
+        not unit.patches
+        and not unit.extras
+        and not unit.project.always_build
+        and _has_artifact(unit)
+    ):
         return _copy_upstream(unit, cache)
     cached = _cached_wheel(cache, unit)
     if cached is not None:
@@ -101,7 +107,7 @@ def _provenance(unit: Unit) -> bytes:
 
 
 def _source_build(unit: Unit, vendor_dir: Path, staging: Path) -> tuple[Path, dict[str, Any]]:
-    tree = staging / "tree"
+    tree = staging / _tree_name(unit)
     source.export_tree(vendor_dir, tree)
     epoch = _vendor_epoch(vendor_dir)
     built = source.pep517_build(
@@ -125,6 +131,20 @@ def _source_build(unit: Unit, vendor_dir: Path, staging: Path) -> tuple[Path, di
     if unit.extras:
         details["extras"] = result.extras.record()
     return result.path, details
+
+
+def _tree_name(unit: Unit) -> str:
+    """The folder a source build runs in: an sdist's own root, ``<name>-<version>`` (as pip
+    extracts it), else ``tree``. Build scripts read it: speculators' and hs-connectors'
+    ``setup.py`` keep the release version of their sdist only in a folder named that way, and
+    otherwise rewrite it from git tags the sdist does not have (a nightly version and
+    requirement)."""
+    entry = unit.entries[unit.project.source.key]
+    if entry.kind == "sdist" and entry.filename:
+        for suffix in (".tar.gz", ".zip"):
+            if entry.filename.endswith(suffix):
+                return entry.filename[: -len(suffix)]
+    return "tree"
 
 
 def _vendor_epoch(vendor_dir: Path) -> int:

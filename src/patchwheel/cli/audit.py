@@ -16,7 +16,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from patchwheel import atomic
 from patchwheel.cli import _context
+from patchwheel.config.audit import AuditSpec
 from patchwheel.errors import AuditError, PatchwheelError
 
 DESCRIPTION = """\
@@ -27,7 +29,8 @@ baseline) and against the new one; only what the new one breaks is reported.
 PINs: `name==version` (sdist from the index), a git pin, or a local source directory."""
 
 
-TargetTrees = Callable[[argparse.Namespace], Mapping[str, Path]]
+# A target's patched vendor trees by project, and what its [audit] table says to audit.
+TargetTrees = Callable[[argparse.Namespace], tuple[Mapping[str, Path], AuditSpec]]
 
 
 def register(sub: _context.SubParsers) -> None:
@@ -35,12 +38,16 @@ def register(sub: _context.SubParsers) -> None:
     add_audit_parser(sub, target_trees=_target_trees)
 
 
-def _target_trees(args: argparse.Namespace) -> Mapping[str, Path]:
-    """The patched vendor trees of ``--target`` (default target), by project name."""
+def _target_trees(args: argparse.Namespace) -> tuple[Mapping[str, Path], AuditSpec]:
+    """The patched vendor trees of ``--target`` (default target), by project name, and the
+    target's ``[audit]`` (which consumers, which provider, which baseline)."""
     workspace = _context.workspace(args)
     from patchwheel.building.run import vendor_trees
+    from patchwheel.config.targets import load_target
 
-    return vendor_trees(_context.target_name(args), workspace, _context.cache(args))
+    name = _context.target_name(args)
+    trees = vendor_trees(name, workspace, _context.cache(args))
+    return trees, load_target(workspace.patches, name).audit
 
 
 def add_audit_parser(
@@ -94,23 +101,31 @@ def audit_command(args: argparse.Namespace, target_trees: TargetTrees | None = N
     progress = Console(stderr=True, soft_wrap=True)
     from patchwheel.audit.engine import MypyEngine  # the audit's imports, only when it runs
     from patchwheel.audit.run import audit_pins
-    from patchwheel.audit.target import audit_trees
+    from patchwheel.audit.target import audit_target
 
     engine = MypyEngine(cache_dir=args.cache_dir) if args.cache_dir else MypyEngine()
     if args.consumer and args.provider:
-        report = audit_pins(
-            args.consumer, args.provider, args.baseline, engine=engine, progress=progress
-        )
+        reports = {
+            args.consumer: audit_pins(
+                args.consumer, args.provider, args.baseline, engine=engine, progress=progress
+            )
+        }
     elif target_trees is not None and not (args.consumer or args.provider):
-        trees = target_trees(args)
-        report = audit_trees(trees, baseline=args.baseline, engine=engine, progress=progress)
+        trees, spec = target_trees(args)
+        reports = audit_target(
+            spec, trees, baseline=args.baseline, engine=engine, progress=progress
+        )
     else:
         raise AuditError("give both --consumer and --provider (or neither, for a --target)")
-    report.render(console)
+    for report in reports.values():
+        report.render(console)
     if args.json is not None:
-        report.write_json(args.json)
+        if len(reports) == 1:
+            next(iter(reports.values())).write_json(args.json)
+        else:  # one report per consumer, by name
+            atomic.write_json(args.json, {n: r.to_dict() for n, r in reports.items()})
         console.print(f"JSON report: {args.json}")
-    return report.exit_status
+    return max(report.exit_status for report in reports.values())
 
 
 def main_audit(argv: Sequence[str] | None = None) -> int:

@@ -1,5 +1,5 @@
-"""``patchwheel targets``: the targets under patches/, which one is the default, their pins and
-pinned extras."""
+"""``patchwheel targets``: the targets under patches/, which one is the default, their
+generation, pins, pinned extras and what their audit checks."""
 
 from __future__ import annotations
 
@@ -34,6 +34,12 @@ def run(args: argparse.Namespace) -> int:
                 "name": name,
                 "default": name == default,
                 "description": target.description,
+                "generation": target.generation,
+                "audit": {
+                    "provider": target.audit.provider,
+                    "consumers": list(target.audit.consumers),
+                    "baseline": target.audit.baseline,
+                },
                 "pins": {s.key: s.pin.text for s in target.pin_specs},
                 "extras": {
                     p.name: {e.name: [str(r) for r in e.requires] for e in p.extras}

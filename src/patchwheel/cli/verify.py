@@ -7,6 +7,7 @@ import os
 
 from patchwheel import console
 from patchwheel.cli import _context
+from patchwheel.errors import VerifyError
 
 
 def register(sub: _context.SubParsers) -> None:
@@ -51,6 +52,13 @@ def register(sub: _context.SubParsers) -> None:
         help="model families checked against transformers and the vLLM oracle, comma-separated "
         "(default llama,qwen3,qwen3_moe; 'none' for none)",
     )
+    parser.add_argument(
+        "--against",
+        metavar="TARGET",
+        help="a served target only: compare its hidden-state files with the user path's files "
+        "of TARGET's last passing CPU verification (a generator target, e.g. vllm-0.32: the "
+        "same model and conversations, layer i there = vLLM layer id i + 1 here)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -83,8 +91,28 @@ def run(args: argparse.Namespace) -> int:
         indexes = [u for u in indexes if u != "none"]
     else:
         indexes = extra_indexes_for(os.environ)
+    target = load_target(workspace.patches, name)
+    if target.generation == "served" and (args.families is not None or args.no_user_path):
+        raise VerifyError(
+            f"target {name} is of the served generation: --families and --no-user-path are the "
+            "generator generation's (a served target's verification is its user's path, with "
+            "the Llama family on CPU; the GPU session checks the other families)"
+        )
+    against = None
+    if args.against:
+        from patchwheel.verify.served.cpu import generator_files
+
+        other = load_target(workspace.patches, args.against)  # a known target, or refused
+        if target.generation != "served" or other.generation != "generator":
+            raise VerifyError(
+                f"--against compares a served target's files with a generator target's "
+                f"({name} is {target.generation}, {other.name} is {other.generation})"
+            )
+        against = generator_files(
+            workspace.target_dir(other.name), workspace.work_dir(other.name, "verify-cpu")
+        )
     verify_as_user(
-        load_target(workspace.patches, name),
+        target,
         workspace.target_dir(name),
         workspace.work_dir(name, "verify-cpu"),
         installer=args.installer,
@@ -94,5 +122,6 @@ def run(args: argparse.Namespace) -> int:
         reuse_venv=args.reuse_venv,
         timeout_s=args.timeout,
         console=console.stderr,
+        against=against,
     )
     return 0

@@ -4,6 +4,7 @@
 
     description = "speculators 0.3.0 on vLLM 0.32.0"
     default = true                          # exactly one target is the default
+    generation = "generator"                # how speculators extracts (see Generation)
 
     [projects.speculators]
     build = "source"                        # a PEP 517 build of the patched tree
@@ -28,6 +29,8 @@
 
     [consumer.cpu]                          # optional: how users install a variant
     install = ["speculators[datagen-cpu]"]  # (config/consumer.py)
+    [audit]                                 # optional: consumers audited against the
+    consumers = ["speculators"]             # provider (config/audit.py)
     [projects.vllm.channel]                 # optional: where newer revisions come from (roll)
     index = "https://wheels.vllm.ai/"       # nightly / per-commit wheels
     repository = "https://github.com/vllm-project/vllm.git"   # their sources
@@ -38,7 +41,11 @@
     cpu = { path = "cpu", local = "cpu" }   # the default for a variant left out: its own name
 
 The series of a project is ``patches/<target>/<project>/series``.
-``[projects.P.extras]`` is described in config/extras.py.
+``[projects.P.extras]`` is described in config/extras.py. A source project whose series is
+empty and which pins no extras is served as upstream's file, unless it says
+``always-build = true``: then its wheel is built (and labelled) all the same, so that an
+sdist-only pin reaches users as the wheel built and audited here, never as a public wheel of
+the same version.
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ from urllib.parse import urlsplit
 
 from packaging.utils import canonicalize_name
 
+from patchwheel.config.audit import AuditSpec, parse_audit
 from patchwheel.config.consumer import DEFAULT_FLAVOUR, ConsumerSpec, parse_consumers
 from patchwheel.config.extras import ExtraSpec, check_extras, parse_extras
 from patchwheel.config.pins import GitPin, Pin, check_sha256, parse_pin
@@ -61,6 +69,12 @@ BuildKind = Literal["source", "overlay"]
 Layout = Literal["per-commit", "simple"]
 MissingPolicy = Literal["keep", "drop"]
 MISSING_POLICIES: tuple[MissingPolicy, ...] = ("keep", "drop")
+# Which way the target's speculators extracts hidden states (README "Targets"): "generator"
+# (speculators 0.3.0 drives vLLM's engine pieces itself) or "served" (speculators >= 0.5:
+# `vllm serve` with vLLM's extract_hidden_states method and a KV connector, speculators'
+# client over HTTP). Verification runs the target's path.
+Generation = Literal["generator", "served"]
+GENERATIONS: tuple[Generation, ...] = ("generator", "served")
 _SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _LOCAL = re.compile(r"^(?:[a-z0-9]+(?:\.[a-z0-9]+)*)?$")
 DEFAULT_PLATFORM = "x86_64"
@@ -138,6 +152,7 @@ class Project:
     build_env: dict[str, str] = field(default_factory=dict)
     channel: Channel | None = None
     extras: tuple[ExtraSpec, ...] = ()
+    always_build: bool = False
 
     @property
     def pin_specs(self) -> list[PinSpec]:
@@ -162,6 +177,8 @@ class Target:
     default: bool
     projects: tuple[Project, ...]
     consumers: dict[str, ConsumerSpec] = field(default_factory=dict)
+    generation: Generation = "generator"
+    audit: AuditSpec = field(default_factory=AuditSpec)
 
     @property
     def lock_path(self) -> Path:
@@ -223,7 +240,17 @@ def chosen_target(patches_dir: Path, name: str | None) -> str:
 
 
 def _parse_target(name: str, root: Path, path: Path, data: dict[str, Any]) -> Target:
-    _only_keys(data, {"description", "default", "projects", "consumer"}, where=str(path))
+    _only_keys(
+        data,
+        {"description", "default", "generation", "projects", "consumer", "audit"},
+        where=str(path),
+    )
+    generation = data.get("generation", "generator")
+    if generation not in GENERATIONS:
+        raise ConfigError(
+            f'{path}: generation must be "generator" (speculators 0.3.0 drives vLLM\'s engine) '
+            f'or "served" (speculators >= 0.5: vllm serve and its client); got {generation!r}'
+        )
     projects_data = data.get("projects")
     if not isinstance(projects_data, dict) or not projects_data:
         raise ConfigError(f"{path}: a target needs at least one [projects.NAME] table")
@@ -248,6 +275,8 @@ def _parse_target(name: str, root: Path, path: Path, data: dict[str, Any]) -> Ta
             source_distributions=[p.source.pin.name for p in projects if p.build == "source"],
             where=str(path),
         ),
+        generation=generation,
+        audit=parse_audit(data.get("audit"), [p.name for p in projects], str(path)),
     )
 
 
@@ -266,7 +295,17 @@ def _parse_project(name: str, data: Any, root: Path, where: str) -> Project:
         raise ConfigError(f"{where}: must be a table")
     _only_keys(
         data,
-        {"build", "pin", "sha256", "variants", "wheel-root", "build-env", "channel", "extras"},
+        {
+            "build",
+            "pin",
+            "sha256",
+            "variants",
+            "wheel-root",
+            "build-env",
+            "channel",
+            "extras",
+            "always-build",
+        },
         where,
     )
     build = data.get("build")
@@ -294,6 +333,14 @@ def _parse_project(name: str, data: Any, root: Path, where: str) -> Project:
     channel = None
     if "channel" in data:
         channel = _parse_channel(name, data["channel"], variants, f"{where} channel")
+    always_build = data.get("always-build", False)
+    if not isinstance(always_build, bool):
+        raise ConfigError(f"{where}: always-build must be true or false")
+    if always_build and build != "source":
+        raise ConfigError(
+            f"{where}: always-build is for source projects (an overlay project's wheels are "
+            "upstream's, served as they are when its series is empty)"
+        )
     return Project(
         name=name,
         build=build,
@@ -304,6 +351,7 @@ def _parse_project(name: str, data: Any, root: Path, where: str) -> Project:
         build_env=dict(env),
         channel=channel,
         extras=parse_extras(data.get("extras", {}), f"{where[:-1]}.extras]"),
+        always_build=always_build,
     )
 
 

@@ -1,9 +1,11 @@
 """The API audit after a rebase: new drift at the new pins that no patch answers yet.
 
-For every pair of projects where the consumer declares the provider (speculators declares
-``vllm==…``) and either pin changed, the *patched* consumer (its vendor tree, at the new pins)
-is audited against the provider's new sources, with the provider's old sources as the baseline
-(or, when only the consumer moved, the provider version the consumer declares). What the audit
+For every pair of projects where the consumer declares the provider (speculators 0.3.0 declares
+``vllm==…``), or target.toml's ``[audit]`` names the pair with a baseline (a served target's
+speculators and hs-connectors, which declare no vLLM), and either pin changed, the *patched*
+consumer (its vendor tree, at the new pins) is audited against the provider's new sources, with
+the provider's old sources as the baseline (or, when only the consumer moved, the provider
+version the consumer declares, or the [audit] baseline). What the audit
 reports is drift the move introduced that the series does not answer.
 """
 
@@ -17,7 +19,7 @@ from patchwheel.audit import run_audit
 from patchwheel.audit.layout import declared_pin
 from patchwheel.config.lock import LockedPin, read_lock
 from patchwheel.config.pins import parse_pin
-from patchwheel.config.targets import LOCK_FILE, PinSpec
+from patchwheel.config.targets import LOCK_FILE, PinSpec, load_target
 from patchwheel.errors import PatchwheelError
 from patchwheel.patching.export import line_origin
 from patchwheel.rebase.state import RebaseState, backup_dir
@@ -36,6 +38,12 @@ def run_audits(state: RebaseState, cache: Cache) -> dict[str, Any]:
     old_lock = read_lock(backup_dir(state) / LOCK_FILE)
     new_lock = {str(e["key"]): LockedPin(**e) for e in state.lock}
     target_dir = Path(state.patches_dir) / state.output
+    spec = load_target(Path(state.patches_dir), state.output).audit
+    audited = (
+        {(spec.provider, c): spec.baseline for c in spec.consumers}
+        if spec.declared and spec.baseline
+        else {}
+    )
     pairs: list[dict[str, Any]] = []
     for consumer in state.projects:
         for provider in state.projects:
@@ -47,7 +55,12 @@ def run_audits(state: RebaseState, cache: Cache) -> dict[str, Any]:
             try:
                 declared = declared_pin(consumer.path, provider.name)
             except PatchwheelError:
-                continue  # the consumer does not depend on this provider
+                # a consumer that declares no exact provider version (speculators 0.9 talks to
+                # `vllm serve`; hs-connectors is loaded by it) is audited where target.toml's
+                # [audit] names the pair, from its baseline
+                if (provider.name, consumer.name) not in audited:
+                    continue  # the consumer does not depend on this provider
+                declared = audited[provider.name, consumer.name]
             old_entry, new_entry = old_lock[provider.name], new_lock[provider.name]
             pair: dict[str, Any] = {
                 "project": consumer.name,

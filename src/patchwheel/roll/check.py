@@ -29,7 +29,13 @@ import git
 
 from patchwheel import console
 from patchwheel.audit.report import AuditReport
-from patchwheel.audit.target import CONSUMER, PROVIDER, KeptVariant, audit_kept, audit_trees
+from patchwheel.audit.target import (
+    PROVIDER,
+    KeptVariant,
+    audit_kept,
+    audit_target,
+    manifest_entry,
+)
 from patchwheel.bisect.run import bisect_target
 from patchwheel.building.run import build_target
 from patchwheel.config.lock import LockedPin
@@ -66,40 +72,55 @@ class Checks:
 
 
 class _AuditCapture:
-    """The build's audit hook: the patched consumer against the patched provider, baseline the
-    provider's old sources; the report is kept, the build goes on."""
+    """The build's audit hook: each patched consumer of the target's ``[audit]`` against the
+    patched provider, baseline the provider's old sources; the reports are kept, the build goes
+    on."""
 
     def __init__(self, baseline: Path | None, cache: Cache) -> None:
         self.baseline = baseline
         self.cache = cache
-        self.report: AuditReport | None = None
-        self.kept: list[tuple[KeptVariant, AuditReport]] = []
+        self.reports: dict[str, AuditReport] = {}
+        self.kept: list[tuple[KeptVariant, str, AuditReport]] = []
+        self.skipped: str | None = None
 
     def __call__(self, target: Target, trees: dict[str, Path]) -> dict[str, Any]:
-        if CONSUMER not in trees or PROVIDER not in trees:
-            return {"skipped": f"the target does not build both {CONSUMER} and {PROVIDER}"}
-        report = audit_trees(
-            trees, baseline=self.baseline, cache=self.cache, progress=console.stderr
+        spec = target.audit
+        names = [*spec.consumers, spec.provider]
+        if any(name not in trees for name in names):
+            self.skipped = f"the target does not build {', '.join(names[:-1])} and {names[-1]}"
+            return {"skipped": self.skipped}
+        self.reports = audit_target(
+            spec, trees, baseline=self.baseline, cache=self.cache, progress=console.stderr
         )
-        report.render(console.stderr)
-        self.report = report
+        for report in self.reports.values():
+            report.render(console.stderr)
         self.kept = audit_kept(
             target, trees, baseline=self.baseline, cache=self.cache, progress=console.stderr
         )
-        for _kept, kept_report in self.kept:
+        for _kept, _consumer, kept_report in self.kept:
             kept_report.render(console.stderr)
-        entry = {**report.summary(), "allowed": bool(report.findings)}
+        entry = manifest_entry(self.reports, allowed=True)
+        entry["allowed"] = self.findings
         if self.kept:
             entry["kept-variants"] = {
-                k.key: {**r.summary(), "provider": k.label} for k, r in self.kept
+                _kept_key(k, consumer, spec.consumers): {**r.summary(), "provider": k.label}
+                for k, consumer, r in self.kept
             }
         return entry
 
     @property
+    def report(self) -> AuditReport | None:
+        """The first consumer's report (the one the bisect follows), once the audit ran."""
+        return next(iter(self.reports.values()), None)
+
+    @property
     def findings(self) -> bool:
         """Whether any pair found drift."""
-        reports = [self.report] if self.report is not None else []
-        return any(r.findings for r in [*reports, *(r for _k, r in self.kept)])
+        return any(r.findings for r in [*self.reports.values(), *(r for *_k, r in self.kept)])
+
+
+def _kept_key(kept: KeptVariant, consumer: str, consumers: tuple[str, ...]) -> str:
+    return f"{kept.key} {consumer}" if len(consumers) > 1 else kept.key
 
 
 def run_checks(workspace: Workspace, cache: Cache, state: RollState) -> Checks:
@@ -173,24 +194,27 @@ def _audit_entry(
     if report is None:
         return {
             "status": "skipped",
-            "reason": f"the target does not build both {CONSUMER} and {PROVIDER}",
+            "reason": capture.skipped or "the build stopped before the audit",
         }
-    full = report.to_dict()
+    findings = [f for r in capture.reports.values() for f in r.to_dict()["findings"]]
     kept = [
         {
             "key": k.key,
+            "consumer": consumer,
             "provider": k.label,
             "status": "findings" if r.findings else "passed",
             "summary": r.summary(),
             "findings": r.to_dict()["findings"],
         }
-        for k, r in capture.kept
+        for k, consumer, r in capture.kept
     ]
+    summary = manifest_entry(capture.reports, allowed=False)
+    summary.pop("allowed", None)
     return {
         "status": "findings" if capture.findings else "passed",
         "baseline": baseline or report.baseline.label,
-        "summary": report.summary(),
-        "findings": full["findings"] + [f for k in kept for f in k["findings"]],
+        "summary": summary,
+        "findings": findings + [f for k in kept for f in k["findings"]],
         "kept-variants": kept,
     }
 

@@ -113,6 +113,17 @@ def expected_samples(turns: Sequence[Sequence[int]] = CONVERSATIONS) -> list[tup
     )
 
 
+def expected_turn_rows(turns: Sequence[Sequence[int]] = CONVERSATIONS) -> list[tuple[int, int]]:
+    """Sorted (tokens, loss-mask tokens) of each training row speculators >= 0.5 prepares: one
+    per assistant turn (``prepare-data`` renders each conversation up to each reply), whose
+    mask covers that reply's words and its ``</s>``."""
+    return sorted(
+        (1 + sum(n + 2 for n in conversation[: t + 1]), conversation[t] + 1)
+        for conversation in turns
+        for t in range(1, len(conversation), 2)
+    )
+
+
 def write_sharegpt(records: list[dict[str, Any]], path: Path) -> Path:
     """A JSON file speculators' dataset loader reads (a list of records)."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,7 @@ from patchwheel.config.targets import Target
 from patchwheel.errors import VerifyError
 from patchwheel.index.consumer import Command, Installer
 from patchwheel.verify.compare import RTOL
-from patchwheel.verify.consumer import InstallRecord, cpu_commands, install_as_consumer
+from patchwheel.verify.consumer import cpu_commands
 from patchwheel.verify.extraction import (
     EXTRACT_SCRIPT,
     Extraction,
@@ -37,18 +37,7 @@ from patchwheel.verify.family_check import (
     check_families,
     family_failures,
 )
-from patchwheel.verify.install import (
-    BuiltWheel,
-    Venv,
-    built_inputs,
-    check_installed,
-    check_installed_files,
-    cpu_wheels,
-    install_no_deps,
-    install_stack,
-    read_manifest,
-    wheel_from_sdist,
-)
+from patchwheel.verify.install import Venv, built_inputs, cpu_wheels, read_manifest
 from patchwheel.verify.model import make_tiny_llama
 from patchwheel.verify.plan import VerifyPlan, extraction_request
 from patchwheel.verify.report import (
@@ -58,7 +47,11 @@ from patchwheel.verify.report import (
     print_summary,
     write_report,
 )
+from patchwheel.verify.served.cpu import verify_served_cpu
+from patchwheel.verify.served.report import ServedReport
+from patchwheel.verify.served.results import GeneratorFiles
 from patchwheel.verify.userpath import UserPathFailed, UserPathPlan, run_user_path
+from patchwheel.verify.venv import installable, prepare_venv
 
 REPORT_NAME = "verify-cpu.json"
 # Worker processes must not download anything; the model is local.
@@ -69,66 +62,6 @@ _EXTRACTION_ENV = {
     "DO_NOT_TRACK": "1",
     "TOKENIZERS_PARALLELISM": "false",
 }
-
-
-def prepare_venv(
-    venv: Venv,
-    wheels: Sequence[BuiltWheel],
-    index_dir: Path,
-    log_dir: Path,
-    *,
-    reuse: bool,
-    commands: Sequence[Command] | None = None,
-) -> tuple[list[PackageRecord], InstallRecord | None]:
-    """A venv holding exactly `wheels`: made by the consumer's `commands` (README's install
-    section, see verify.consumer), or (reuse) repaired and re-hashed in place; with neither,
-    the built wheels by exact version from index_dir, then torch (no consumer command)."""
-    log = log_dir / "pip.log"
-    if reuse and venv.exists():
-        site = venv.site_packages()
-        records = []
-        for wheel in wheels:
-            try:
-                checked = check_installed_files(site, wheel)
-            except VerifyError:
-                install_no_deps(
-                    venv,
-                    wheel.install_spec,
-                    log,
-                    "--extra-index-url",
-                    index_dir.absolute().as_uri(),
-                )
-                checked = check_installed_files(site, wheel)
-            records.append(_package(wheel, checked))
-        return records, None
-    if commands is not None:
-        record, checked_files = install_as_consumer(venv, commands, wheels, log_dir / "install.log")
-        return [_package(w, checked_files[w.distribution]) for w in wheels], record
-    venv.create()
-    report = install_stack(venv, wheels, index_dir, log)
-    installed = check_installed(venv, wheels, report)
-    return [_package(i.wheel, i.files_checked) for i in installed], None
-
-
-def _package(wheel: BuiltWheel, files_checked: int) -> PackageRecord:
-    return PackageRecord(
-        wheel.distribution,
-        wheel.version,
-        wheel.filename,
-        wheel.sha256,
-        files_checked,
-        wheel.built_from,
-    )
-
-
-def installable(wheels: Sequence[BuiltWheel], work_dir: Path) -> list[BuiltWheel]:
-    """The wheels to install: a target's sdist artifacts are built into wheels first."""
-    log = work_dir / "logs" / "pip.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    return [
-        wheel_from_sdist(w, work_dir / "sdist-wheels" / w.distribution, log) if w.is_sdist else w
-        for w in wheels
-    ]
 
 
 def extraction_env(plan: VerifyPlan) -> dict[str, str]:
@@ -312,10 +245,30 @@ def verify_as_user(
     reuse_venv: bool = False,
     timeout_s: float = 900.0,
     console: Console | None = None,
-) -> VerifyReport:
-    """`nox -s verify`: :func:`verify_cpu` with the venv made by README's CPU install commands
-    (``installer``'s; ``extra_index_urls`` replaces the declared extra indexes, None keeps
-    them), the model families against both oracles and speculators' library pipeline."""
+    against: GeneratorFiles | None = None,
+) -> VerifyReport | ServedReport:
+    """`nox -s verify`: the target's generation's path. A generator target: :func:`verify_cpu`
+    with the venv made by README's CPU install commands (``installer``'s;
+    ``extra_index_urls`` replaces the declared extra indexes, None keeps them), the model
+    families against both oracles and speculators' library pipeline. A served target:
+    :func:`patchwheel.verify.served.cpu.verify_served_cpu` (a real ``vllm serve``; ``against``:
+    the generator generation's files of the same model to compare with)."""
+    if target.generation == "served":
+        return verify_served_cpu(
+            target,
+            target_build_dir,
+            work_dir,
+            installer=installer,
+            extra_index_urls=extra_index_urls,
+            reuse_venv=reuse_venv,
+            generator=against,
+            console=console,
+        )
+    if against is not None:
+        raise VerifyError(
+            f"target {target.name} is of the generator generation: there is nothing served to "
+            "compare its files with (--against is for a served target)"
+        )
     commands = cpu_commands(
         target,
         target_build_dir,

@@ -32,6 +32,7 @@ from patchwheel.verify.gpu.install import (
 from patchwheel.verify.gpu.machine import gpu_facts
 from patchwheel.verify.gpu.options import GpuOptions, add_arguments, options_from
 from patchwheel.verify.gpu.report import GpuReport, write_report
+from patchwheel.verify.gpu.served import is_served, verify_served_gpu
 from patchwheel.verify.gpu.throughput import measure_throughput
 from patchwheel.verify.gpu.training import train_draft
 from patchwheel.verify.gpu.userjob import failed_record, run_user_job
@@ -254,9 +255,13 @@ def _versions(runtime: Runtime) -> dict[str, str]:
 
 
 def run(options: GpuOptions, console: Console) -> int:
-    """Run the verification and print its outcome; return the exit status."""
+    """Run the verification of the build's generation and print its outcome; return the exit
+    status (a served target's stages: :mod:`patchwheel.verify.gpu.served`)."""
     try:
-        verify_gpu(options, console)
+        if is_served(options.manifest_dir):
+            verify_served_gpu(options, console)
+        else:
+            verify_gpu(options, console)
     except VerifyError as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return exc.exit_status
