@@ -43,6 +43,7 @@ class GpuOptions:
     baseline_speculators: Path | None = None
     train_epochs: int = 4
     speculators_scripts: Path | None = None
+    generator_report: Path | None = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -106,6 +107,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="vLLM LLM.generate modes to time: eager (same mode as the extraction) and/or "
         "default (torch.compile + CUDA graphs)",
     )
+    parser.add_argument(
+        "--generator-report",
+        type=Path,
+        help="a served target's throughput: the generator target's verify-gpu.json of this "
+        "machine and vLLM wheel, whose compiled prefill is the reference and whose figures are "
+        "set beside (default: measure the prefill side here)",
+    )
     parser.add_argument("--report", type=Path, help="default: build/<target>/verify-gpu.json")
     parser.add_argument("--work-dir", type=Path, help="default: build/.work/<target>/verify-gpu")
 
@@ -142,6 +150,7 @@ def options_from(args: argparse.Namespace, workspace: Workspace) -> GpuOptions:
         baseline_speculators=_wheel(args.baseline_speculators),
         train_epochs=_positive("--train-epochs", args.train_epochs),
         speculators_scripts=_scripts(args.speculators_scripts),
+        generator_report=args.generator_report,
     )
 
 

@@ -41,7 +41,14 @@ from patchwheel.errors import VerifyError
 from patchwheel.verify.gpu.install import Runtime, installed_packages, prepare_runtime
 from patchwheel.verify.gpu.machine import gpu_facts
 from patchwheel.verify.gpu.options import GpuOptions
-from patchwheel.verify.gpu.throughput import BENCH_SPEC, _side, base_settings, bench_model
+from patchwheel.verify.gpu.served_compare import generator_figures
+from patchwheel.verify.gpu.throughput import (
+    BENCH_SPEC,
+    CACHE_VARIABLES,
+    _side,
+    base_settings,
+    bench_model,
+)
 from patchwheel.verify.install import (
     BuiltWheel,
     built_inputs,
@@ -131,6 +138,8 @@ def _correctness(
             result = exc.result
             errors.append(f"{family}: {exc}")
         report["families"][family] = result.to_json()
+        # Each family as it finishes: a call killed at its limit keeps the ones before.
+        atomic.write_json(options.report_path, {**report, "status": "incomplete"})
         console.print(f"{family}: served path {result.status}")
     return errors
 
@@ -180,10 +189,12 @@ def _throughput(
     with data.open("w", encoding="utf-8") as handle:
         for ids in prompts_of({"random_prompts": random_prompts}):
             handle.write(json.dumps({"input_ids": ids, "loss_mask": [1] * len(ids)}) + "\n")
+    # The generator's layers (throughput.py: 2, L/2, L-3, L-1 of decoder layers) in vLLM's
+    # ids (id k is the output of decoder layer k-1; the launcher appends L): the same bytes.
     layers = BENCH_SPEC.num_layers
     plan = ServedPlan(
         spec=BENCH_SPEC,
-        target_layer_ids=(2, layers // 2, layers - 3),
+        target_layer_ids=(3, layers // 2 + 1, layers - 2),
         dtype=options.dtype,
         max_model_len=options.prompt_len + 8,
         seq_length=options.prompt_len + 8,
@@ -203,27 +214,42 @@ def _throughput(
         python, plan, model, prepared, work, env, options.prompts * options.prompt_len
     )
     settings = {**base_settings(options), "enforce_eager": False}
-    request = {
-        "model_dir": str(model),
-        "random_prompts": random_prompts,
-        "repeats": options.repeats,
-        "settings": settings,
-    }
-    prefill = _side(options, runtime, "vllm", request, "served-vllm-default")
+    generator = generator_figures(options, report, settings)
+    prefill = (generator or {}).get("llm_generate_prefill")
+    if prefill is None:
+        request = {
+            "model_dir": str(model),
+            "random_prompts": random_prompts,
+            "repeats": options.repeats,
+            "settings": settings,
+        }
+        side = _side(options, runtime, "vllm", request, "served-vllm-default")
+        prefill = {
+            "tokens_per_s": side["tokens_per_s"],
+            "startup_s": side["startup_s"],
+            "settings": settings,
+            "measured": "in this call",
+        }
     report["throughput"] = {
+        "model": "random Llama, hidden 2048, 16 layers",
+        "prompts": options.prompts,
+        "prompt_len": options.prompt_len,
         "tokens": options.prompts * options.prompt_len,
         "layer_ids": plan.served_layer_ids,
+        "decoder_layers": plan.decoder_layers,
         "tokens_to_files": figures,
-        "llm_generate_prefill": {
-            "tokens_per_s": prefill["tokens_per_s"],
-            "startup_s": prefill["startup_s"],
-            "settings": settings,
-        },
+        "llm_generate_prefill": prefill,
         "ratio_vs_prefill": round(figures["tokens_per_s"] / prefill["tokens_per_s"], 3),
+        "startup_vs_prefill": {
+            "server_ready_s": figures["server_ready_s"],
+            "prefill_startup_s": prefill["startup_s"],
+        },
+        "against_generator": (generator or {}).get("generator"),
+        "generator_report_refused": (generator or {}).get("refused"),
     }
     console.print(
         f"tokens -> files {figures['tokens_per_s']:,.0f} tokens/s; LLM.generate prefill "
-        f"{prefill['tokens_per_s']:,.0f} tokens/s"
+        f"{prefill['tokens_per_s']:,.0f} tokens/s ({prefill['measured']})"
     )
     return []
 
@@ -242,6 +268,10 @@ def _files_rate(
     # The files in memory, as the measured user's job wrote them; a fresh folder of our own.
     shm = Path("/dev/shm")  # noqa: S108
     staging = Path(tempfile.mkdtemp(prefix="patchwheel-served-", dir=shm if shm.is_dir() else work))
+    # Empty compilation caches of its own, as every side of the generator's throughput stage.
+    caches = work / "caches"
+    shutil.rmtree(caches, ignore_errors=True)
+    env = {**env, **{var: str(caches / sub) for var, sub in CACHE_VARIABLES.items()}}
     serving = venv_serving(python, {run.backend: staging}, env=env, log=work / "connectors.log")
     args = vllm_args(
         run, serving, dtype=plan.dtype, max_model_len=plan.max_model_len, extra=plan.serve_args
@@ -297,6 +327,17 @@ def _keep_earlier(report: dict[str, Any], path: Path) -> None:
     report["runs"] = [*list(earlier.get("runs") or []), *report["runs"]]
 
 
+def _write(
+    report: dict[str, Any], options: GpuOptions, errors: list[str], started: float, *, final: bool
+) -> None:
+    """The report as it stands: after each stage "incomplete" (a call killed at its limit
+    keeps what finished), at the end passed or failed."""
+    report["status"] = ("failed" if errors else "passed") if final else "incomplete"
+    report["error"] = "; ".join(errors) or None
+    report["runs"][-1]["wall_s"] = round(time.monotonic() - started, 1)
+    atomic.write_json(options.report_path, report)
+
+
 def verify_served_gpu(options: GpuOptions, console: Console) -> dict[str, Any]:
     """The served stages on the GPU; verify-gpu.json written; VerifyError on any failure."""
     started = time.monotonic()
@@ -327,18 +368,23 @@ def verify_served_gpu(options: GpuOptions, console: Console) -> dict[str, Any]:
         runtime = prepare_runtime(options, wheels, console)
         report["packages"] = installed_packages(runtime, wheels)
         stages = {"correctness": _correctness, "training": _training, "throughput": _throughput}
+        unknown = [stage for stage in options.stages if stage not in stages]
+        if unknown:
+            raise VerifyError(
+                f"--stages {','.join(unknown)}: a served target's stages are "
+                f"{', '.join(stages)} (userjob runs speculators 0.3.0's scripts: a generator "
+                "target's stage)"
+            )
         for stage in options.stages:
             try:
                 errors += stages[stage](options, runtime, report, console)
             except VerifyError as exc:  # the other stages still run
                 errors.append(f"{stage}: {exc}")
+            _write(report, options, errors, started, final=False)
     except VerifyError as exc:
         errors.append(str(exc))
     finally:
-        report["status"] = "failed" if errors else "passed"
-        report["error"] = "; ".join(errors) or None
-        run["wall_s"] = round(time.monotonic() - started, 1)
-        atomic.write_json(options.report_path, report)
+        _write(report, options, errors, started, final=True)
     if errors:
         raise VerifyError(report["error"])
     return report

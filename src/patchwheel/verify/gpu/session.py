@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from rich.console import Console
@@ -257,6 +259,7 @@ def _versions(runtime: Runtime) -> dict[str, str]:
 def run(options: GpuOptions, console: Console) -> int:
     """Run the verification of the build's generation and print its outcome; return the exit
     status (a served target's stages: :mod:`patchwheel.verify.gpu.served`)."""
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         if is_served(options.manifest_dir):
             verify_served_gpu(options, console)
@@ -265,8 +268,24 @@ def run(options: GpuOptions, console: Console) -> int:
     except VerifyError as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return exc.exit_status
+    except KeyboardInterrupt as exc:
+        # A device call's time limit (``timeout``) or Ctrl-C: the report holds what finished.
+        console.print(
+            f"[bold red]interrupted[/] ({escape(str(exc) or 'SIGINT')}): {options.report_path} "
+            "holds the stages that finished",
+            highlight=False,
+        )
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     console.print(f"[green]verify-gpu passed[/]: {options.report_path}")
     return 0
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM (``timeout`` at a device call's limit) unwinds like Ctrl-C: servers and sides
+    are stopped by their ``with`` blocks and the report is written with what finished."""
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main(argv: list[str] | None = None) -> int:
