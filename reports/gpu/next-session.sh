@@ -107,8 +107,9 @@ served)
     unpack || exit 1
     families=${2:-llama,qwen3,qwen3_moe,deepseek_v3}
     stages=${3:-throughput,training,correctness}
-    session 570 spec-0.9-vllm-0.26 "$ROOT/wh-served" "$SERVED_WORK" --report "$SERVED_REPORT" \
-        --stages "$stages" --families "$families" --generator-report "$REPORT" --extraction-eager
+    session "${SECONDS_LIMIT:-570}" spec-0.9-vllm-0.26 "$ROOT/wh-served" "$SERVED_WORK" --report "$SERVED_REPORT" \
+        --stages "$stages" --families "$families" --extraction-eager \
+        --generator-report "${GENERATOR_REPORT:-$REPORT}"
     status=$?
     bring_back
     exit $status

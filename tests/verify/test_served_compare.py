@@ -12,6 +12,7 @@ import pytest
 
 from patchwheel.verify.gpu.options import GpuOptions
 from patchwheel.verify.gpu.served_compare import BENCH_MODEL, generator_figures
+from patchwheel.verify.gpu.served_summary import judge
 from patchwheel.verify.gpu.throughput import BENCH_SPEC
 
 SETTINGS = {"dtype": "bfloat16", "max_model_len": 1032, "enforce_eager": False}
@@ -127,3 +128,26 @@ def test_an_unreadable_report_is_refused(tmp_path: Path) -> None:
     )  # fmt: skip
     got = generator_figures(options, _served_report(), SETTINGS)
     assert got is not None and "unreadable" in got["refused"][0]
+
+
+def _stages(**kw: Any) -> dict[str, Any]:
+    report: dict[str, Any] = {
+        "families": {"llama": {"status": "passed"}},
+        "training": {"passed": True},
+        "throughput": {"tokens_to_files": {}},
+    }
+    report.update(kw)
+    return report
+
+
+def test_the_served_status_is_judged_on_everything_the_report_holds() -> None:
+    assert judge(_stages(), []) == "passed"
+    assert judge(_stages(), ["throughput: boom"]) == "failed"
+    # A family or the training failed in an earlier call, kept in the report: still failed.
+    assert judge(_stages(families={"llama": {"status": "failed"}}), []) == "failed"
+    assert judge(_stages(training={"served": {}, "passed": False}), []) == "failed"
+    assert judge(_stages(training={"status": "failed", "error": "x"}), []) == "failed"
+    # Stopped at the call's limit (the 2026-12-03 run said "passed" here): never passed.
+    assert judge(_stages(), [], interrupted=True) == "interrupted"
+    assert judge(_stages(training=None), []) == "incomplete"
+    assert judge(_stages(families={}), []) == "incomplete"

@@ -42,6 +42,7 @@ from patchwheel.verify.gpu.install import Runtime, installed_packages, prepare_r
 from patchwheel.verify.gpu.machine import gpu_facts
 from patchwheel.verify.gpu.options import GpuOptions
 from patchwheel.verify.gpu.served_compare import generator_figures
+from patchwheel.verify.gpu.served_summary import judge, summary
 from patchwheel.verify.gpu.throughput import (
     BENCH_SPEC,
     CACHE_VARIABLES,
@@ -328,14 +329,24 @@ def _keep_earlier(report: dict[str, Any], path: Path) -> None:
 
 
 def _write(
-    report: dict[str, Any], options: GpuOptions, errors: list[str], started: float, *, final: bool
+    report: dict[str, Any],
+    options: GpuOptions,
+    errors: list[str],
+    started: float,
+    *,
+    final: bool,
+    interrupted: bool = False,
 ) -> None:
     """The report as it stands: after each stage "incomplete" (a call killed at its limit
-    keeps what finished), at the end passed or failed."""
-    report["status"] = ("failed" if errors else "passed") if final else "incomplete"
+    keeps what finished), at the end judged on everything it holds (:func:`judge`)."""
+    report["status"] = judge(report, errors, interrupted=interrupted) if final else "incomplete"
     report["error"] = "; ".join(errors) or None
+    if interrupted:
+        report["runs"][-1]["interrupted"] = True
     report["runs"][-1]["wall_s"] = round(time.monotonic() - started, 1)
     atomic.write_json(options.report_path, report)
+    if final:
+        atomic.write_text(options.report_path.with_suffix(".md"), summary(report))
 
 
 def verify_served_gpu(options: GpuOptions, console: Console) -> dict[str, Any]:
@@ -363,6 +374,7 @@ def verify_served_gpu(options: GpuOptions, console: Console) -> dict[str, Any]:
     }
     _keep_earlier(report, options.report_path)
     errors: list[str] = []
+    interrupted = False
     try:
         wheels = served_wheels(options)
         runtime = prepare_runtime(options, wheels, console)
@@ -383,8 +395,13 @@ def verify_served_gpu(options: GpuOptions, console: Console) -> dict[str, Any]:
             _write(report, options, errors, started, final=False)
     except VerifyError as exc:
         errors.append(str(exc))
+    except KeyboardInterrupt:  # SIGTERM at a call's limit, or Ctrl-C: never "passed"
+        interrupted = True
+        raise
     finally:
-        _write(report, options, errors, started, final=True)
-    if errors:
-        raise VerifyError(report["error"])
+        _write(report, options, errors, started, final=True, interrupted=interrupted)
+    if report["status"] == "failed":
+        raise VerifyError(
+            report["error"] or "a family or the training recorded by an earlier call failed"
+        )
     return report

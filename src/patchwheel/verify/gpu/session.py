@@ -101,6 +101,9 @@ def verify_gpu(options: GpuOptions, console: Console | None = None) -> GpuReport
         _stage(errors, lambda: _imports(options, runtime, report, console))
     except VerifyError as exc:  # installing: nothing can run
         errors.append(str(exc))
+    except KeyboardInterrupt:  # SIGTERM at a call's limit, or Ctrl-C: never "passed"
+        errors.append("interrupted (SIGTERM or Ctrl-C) before this call's stages finished")
+        raise
     finally:
         if errors:
             report.error = "; ".join(errors)
@@ -262,9 +265,9 @@ def run(options: GpuOptions, console: Console) -> int:
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         if is_served(options.manifest_dir):
-            verify_served_gpu(options, console)
+            status = verify_served_gpu(options, console)["status"]
         else:
-            verify_gpu(options, console)
+            status = verify_gpu(options, console).status
     except VerifyError as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return exc.exit_status
@@ -278,7 +281,8 @@ def run(options: GpuOptions, console: Console) -> int:
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
-    console.print(f"[green]verify-gpu passed[/]: {options.report_path}")
+    # "incomplete": this call's stages passed and others have no result yet (a split run).
+    console.print(f"[green]verify-gpu {status}[/]: {options.report_path}")
     return 0
 
 

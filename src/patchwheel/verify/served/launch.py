@@ -50,7 +50,10 @@ for backend, path in zip(sys.argv[1::2], sys.argv[2::2]):
     args = argparse.Namespace(hidden_states_path=path)
     config = HiddenStatesBackend.registry[backend].build_kv_transfer_config(args)
     out["kv_transfer_configs"][backend] = config
-spec = importlib.util.find_spec("vllm.entrypoints.launchers.cli_args")
+try:  # vLLM < 0.27 has no vllm.entrypoints.launchers (and no --enable-scale-out)
+    spec = importlib.util.find_spec("vllm.entrypoints.launchers.cli_args")
+except ModuleNotFoundError:
+    spec = None
 text = open(spec.origin, encoding="utf-8").read() if spec and spec.origin else ""
 out["scale_out_flag"] = "enable_scale_out" in text
 print(json.dumps(out))
