@@ -13,6 +13,13 @@ class ConfigError(PatchwheelError):
     """A target, pin, series or lock file is malformed or inconsistent."""
 
 
+class InvalidNameError(ConfigError):
+    """A target, project or variant name that is not one plain path component (exit status 2,
+    like a command-line usage error): refused before anything is read or written through it."""
+
+    exit_status = 2
+
+
 class PinError(ConfigError):
     """A pin cannot be parsed, is unsafe, or does not resolve."""
 

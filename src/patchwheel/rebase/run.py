@@ -43,7 +43,7 @@ from patchwheel.rebase.state import (
 )
 from patchwheel.rebase.undo import undo
 from patchwheel.upstream.cache import Cache
-from patchwheel.workspace import Workspace
+from patchwheel.workspace import Workspace, check_target_name
 
 Status = Literal["done", "stopped", "unchanged", "aborted"]
 
@@ -85,6 +85,9 @@ def start(
     began = time.monotonic()
     if not onto and not pins:
         raise ConfigError("rebase needs at least one --onto PIN (e.g. --onto vllm==0.26.0)")
+    check_target_name(target_name)
+    if new_target is not None:
+        check_target_name(new_target, "--new-target")
     _refuse_in_progress(workspace, target_name)
     output = new_target or target_name
     with _locked(workspace, target_name, output):
@@ -196,8 +199,7 @@ def _refuse_in_progress(workspace: Workspace, target_name: str) -> None:
 
 
 def _check_new_target(workspace: Workspace, target: Target, name: str) -> None:
-    if not name or "/" in name or name.startswith(".") or name != name.strip():
-        raise ConfigError(f"--new-target {name!r}: not a valid target (directory) name")
+    check_target_name(name, "--new-target")
     if (workspace.patches / name).exists():
         raise ConfigError(
             f"--new-target {name}: {workspace.patches / name} already exists; pick another name "
