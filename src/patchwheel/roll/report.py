@@ -38,6 +38,7 @@ def build_report(
         "status": status,
         "exit-status": 0 if status in ("green", "up-to-date") else 1,
         "project": project,
+        "moved": state.moved,
         "channel": state.new.get("channel"),
         "old": {
             "version": old.get(project, {}).get("version"),
@@ -117,9 +118,21 @@ def markdown(report: Mapping[str, Any]) -> str:
 
 def _verdict(report: Mapping[str, Any]) -> str:
     status = str(report["status"])
+    new = report.get("new") or {}
+    newest = new.get("newest")
+    older = (
+        f" (the channel's newest build, {newest}, is older than the pin)"
+        if newest and newest != new.get("version")
+        else ""
+    )
+    green = (
+        "green: rebased, built, audited and verified"
+        if report.get("moved", True)
+        else "green: the pins stay; built, audited and verified at them" + older
+    )
     return {
-        "green": "green: rebased, built, audited and verified",
-        "up-to-date": "up to date: the target is pinned to this revision already",
+        "green": green,
+        "up-to-date": "up to date: built, audited and verified at its pins already" + older,
         "needs-person": "needs a person (exit status 1): see Next",
     }.get(status, status)
 
