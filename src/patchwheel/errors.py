@@ -52,6 +52,16 @@ class UnreachableError(FetchError):
         self.reason = getattr(cause, "reason", cause)
 
 
+class RedirectRefusedError(FetchError):
+    """A server redirected a request somewhere patchwheel does not follow (not made)."""
+
+    def __init__(self, url: str, location: str, why: str) -> None:
+        super().__init__(f"{url} redirects to {location}: {why}; refused")
+        self.url = url
+        self.location = location
+        self.why = why
+
+
 class HashMismatchError(FetchError):
     """Downloaded or cached bytes do not match the sha256 the lock records."""
 

@@ -18,6 +18,7 @@ from patchwheel.errors import ConfigError, FetchError
 from patchwheel.rebase.onto import KeyPin
 from patchwheel.upstream.cache import Cache
 from patchwheel.upstream.channel import Build, find_build
+from patchwheel.upstream.channel_index import stays_in
 from patchwheel.upstream.fetch import fetch_url
 
 
@@ -85,7 +86,9 @@ def plan_roll(
         pin = f"{channel.distribution} @ {wheel.url}"
         known = lock[variant.spec.key].sha256 if lock[variant.spec.key].pin == pin else None
         # the index publishes no hash: a wheel already locked is verified from the cache
-        path = fetch_url(wheel.url, wheel.sha256 or known, cache, what=what)
+        path = fetch_url(
+            wheel.url, wheel.sha256 or known, cache, what=what, redirects=stays_in(channel.index)
+        )
         size = path.stat().st_size
         if wheel.size is not None and size != wheel.size:
             raise FetchError(

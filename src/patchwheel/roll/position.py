@@ -84,7 +84,7 @@ def describe_pins(entry: LockedPin, lock: dict[str, LockedPin], project: str) ->
     """The target's own revision, in the shape of :meth:`RollPlan.describe`."""
     version = pinned_version(entry)
     return {
-        "version": str(version) if version is not None else entry.pin,
+        "version": str(version) if version is not None else None,
         "commit": entry.commit,
         "probed": 0,
         "pins": {k: e.pin for k, e in lock.items() if k.split(":", 1)[0] == project},

@@ -93,7 +93,8 @@ def _rebase(rebase: Mapping[str, Any] | None) -> dict[str, Any] | None:
 def markdown(report: Mapping[str, Any]) -> str:
     """The human-readable report."""
     new = report["new"]
-    title = f"# Roll of `{report['target']}` onto {report['project']} {new.get('version', '?')}"
+    revision = new.get("version") or str(new.get("commit") or "?")[:12]
+    title = f"# Roll of `{report['target']}` onto {report['project']} {revision}"
     lines = [title, "", f"**{_verdict(report)}**", ""]
     if report["output"] != report["target"]:
         lines += [f"Written as the target `{report['output']}`.", ""]
@@ -120,11 +121,7 @@ def _verdict(report: Mapping[str, Any]) -> str:
     status = str(report["status"])
     new = report.get("new") or {}
     newest = new.get("newest")
-    older = (
-        f" (the channel's newest build, {newest}, is older than the pin)"
-        if newest and newest != new.get("version")
-        else ""
-    )
+    older = f" (the channel's newest build, {newest}, is older than the pin)" if newest else ""
     green = (
         "green: rebased, built, audited and verified"
         if report.get("moved", True)

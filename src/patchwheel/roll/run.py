@@ -49,7 +49,13 @@ from patchwheel.roll import report as roll_report
 from patchwheel.roll import state as roll_state
 from patchwheel.roll.check import Checks
 from patchwheel.roll.discover import RollPlan, plan_roll
-from patchwheel.roll.position import describe_pins, pinned_version, position, verified_report
+from patchwheel.roll.position import (
+    Position,
+    describe_pins,
+    pinned_version,
+    position,
+    verified_report,
+)
 from patchwheel.roll.state import RollState, Verify
 from patchwheel.upstream.cache import Cache
 from patchwheel.upstream.channel import LATEST
@@ -95,8 +101,11 @@ def start(
     target = load_target(workspace.patches, target_name)
     lock = locked_pins(target)
     plan = plan_roll(target, lock, cache, to=to)
-    moved = _moves(plan, lock, cache, to=to, allow_downgrade=allow_downgrade)
+    where = position(plan, lock, cache)
+    moved = _moves(plan, lock, where, to=to, allow_downgrade=allow_downgrade)
     state = _new_state(plan, lock, target_name, new_target, verify, moved)
+    if where == "older" and not moved:
+        state.new["newest"] = plan.build.version  # the channel's newest, older than the pin
     state.add_time("discover", time.monotonic() - began)
     if not moved:
         verified = verified_report(workspace, target_name)
@@ -274,14 +283,9 @@ def _up_to_date(workspace: Workspace, state: RollState, verified: dict[str, Any]
     files = _write(workspace, state.target, data, {})
     newest = state.new.get("newest")
     console.status(
-        f"[green]{state.target} is up to date[/]: at {state.project} "
-        f"{state.new.get('version')} ({str(state.new.get('commit') or '')[:12]}), built, "
-        "audited and verified at its pins"
-        + (
-            f"; the channel's newest build, {newest}, is older than the pin"
-            if newest and newest != state.new.get("version")
-            else ""
-        )
+        f"[green]{state.target} is up to date[/]: at {state.project} {_revision(state)}, "
+        "built, audited and verified at its pins"
+        + (f"; the channel's newest build, {newest}, is older than the pin" if newest else "")
     )
     return RollOutcome("up-to-date", state.target, state.target, data, files)
 
@@ -379,11 +383,19 @@ def _write(
     return [p for p in written if p.name in (roll_report.REPORT_MD, roll_report.REPORT_JSON)]
 
 
+def _revision(state: RollState) -> str:
+    """The revision rolled onto, in words: its version and commit (what is known of them)."""
+    version, commit = state.new.get("version"), str(state.new.get("commit") or "")[:12]
+    if version and commit:
+        return f"{version} ({commit})"
+    return str(version or commit or "?")
+
+
 def _say(status: str, state: RollState, files: list[Path], next_steps: list[str]) -> None:
     colour = "green" if status == "green" else "red"
     console.status(
         f"[{colour}]roll {status}[/]: {state.target} → {state.output} at {state.project} "
-        f"{state.new.get('version')}"
+        f"{_revision(state)}"
     )
     for path in files:
         console.status(f"report: {path}")
@@ -399,13 +411,12 @@ def _say(status: str, state: RollState, files: list[Path], next_steps: list[str]
 def _moves(
     plan: RollPlan,
     lock: dict[str, LockedPin],
-    cache: Cache,
+    where: Position,
     *,
     to: str | None,
     allow_downgrade: bool,
 ) -> bool:
     """Whether the roll moves the pins: onto a newer revision, or back on purpose."""
-    where = position(plan, lock, cache)
     if where != "older":
         return where == "newer"
     entry = lock[plan.project.source.key]
@@ -447,7 +458,7 @@ def _new_state(
         verify=verify,
         started=datetime.now(UTC).isoformat(timespec="seconds"),
         old={key: asdict(entry) for key, entry in lock.items()},
-        new={**described, "channel": channel, "newest": plan.build.version},
+        new={**described, "channel": channel},
         step="rebase" if moved else "build",
         moved=moved,
         pins={key: asdict(pin) for key, pin in plan.pins.items()} if moved else {},
