@@ -235,6 +235,8 @@ def test_a_target_directory_with_a_hostile_name_is_refused(
 # contains the marker, so the point does not depend on how many changes came before).
 STEP_SITES = {
     "rebase": "patchwheel.rebase.run:start",
+    "preparing": "patchwheel.rebase.prepare:prepare",  # the rebase's vendor trees
+    "replaying": "patchwheel.rebase.replay:replay_project",  # its first patch
     "build": "patchwheel.roll.check:build_step",
     "audit": "patchwheel.audit.",
     "verify": "patchwheel.roll.check:verify_step",
@@ -395,9 +397,9 @@ def check_finished(
 def kill_through(made: Probe, points: dict[str, str], where: Path) -> list[str]:
     """One roll killed before each step in turn: the roll is killed before the first, each
     ``--continue`` before the next, the last ``--continue`` runs to the end. After every kill
-    a new roll is refused (one is in progress) and ``--abort`` on a copy of what the kill left
-    puts everything back (a fresh kill where a rebase was in progress: its state names its
-    own checkout)."""
+    a new roll is refused (one is in progress), ``--skip`` is refused and changes nothing (no
+    patch is stopped at), and ``--abort`` on a copy of what the kill left puts everything back
+    (a fresh kill where a rebase was in progress: its state names its own checkout)."""
     ws = copy(made.base, where / "chain")
     args: tuple[str, ...] = (*ROLL, *made.args)
     problems = []
@@ -414,6 +416,12 @@ def kill_through(made: Probe, points: dict[str, str], where: Path) -> list[str]:
         again = roll(ws, *made.args)
         if again.returncode != 2 or "is in progress" not in hs.flat(again.stderr):
             problems.append(f"killed before {label}: a new roll: {hs.failure(again)}")
+        if label != "bisect":  # --skip drops a conflicting patch or skips a bisect, nothing else
+            before = state_of(ws.root)
+            skipped = ws.run("roll", "--target", TARGET, "--skip")
+            if skipped.returncode != 2 or "not stopped at a patch" not in hs.flat(skipped.stderr):
+                problems.append(f"killed before {label}: --skip: {hs.failure(skipped)}")
+            problems += [f"--skip changed {d}" for d in differences(before, state_of(ws.root))]
     done = ws.run(*args)
     return problems + check_finished(made, ws, done)
 
@@ -422,7 +430,8 @@ def test_a_roll_killed_before_each_step_continues_and_aborts(
     green: Probe, drift: Probe, tmp_path: Path
 ) -> None:
     points = green.step_points()
-    assert list(points) == ["rebase", "rebased", "build", "audit", "verify", "report"], points
+    steps = ["rebase", "preparing", "replaying", "rebased", "build", "audit", "verify", "report"]
+    assert list(points) == steps, points
     problems = kill_through(green, points, tmp_path / "green")
     problems += kill_through(drift, {"bisect": STEP_SITES["bisect"]}, tmp_path / "drift")
     assert not problems, "\n".join(p[:800] for p in problems)

@@ -130,11 +130,14 @@ def resume(workspace: Workspace, cache: Cache, target_name: str) -> RollOutcome:
 def skip(workspace: Workspace, cache: Cache, target_name: str) -> RollOutcome:
     """``--skip``: drop the patch the rebase stopped at (or skip the bisect) and go on."""
     state = _find(workspace, target_name)
-    if state.step not in ("rebase", "bisect"):
+    current = load_rebase(workspace.vendor, state.target) if state.step == "rebase" else None
+    stopped = current is not None and any(p.stopped for p in current.projects)
+    if not stopped and state.step != "bisect":
         base = f"nox -s roll -- --target {state.target}"
+        where = "its rebase" if state.step == "rebase" else f"its {state.step} step"
         raise ConfigError(
-            f"the roll of {state.target} is at its {state.step} step, not stopped at a patch: "
-            f"--skip drops a conflicting patch (or skips the bisect); `{base} --continue` goes "
+            f"the roll of {state.target} is at {where}, not stopped at a patch: --skip drops "
+            f"the patch a conflict stopped at (or skips the bisect); `{base} --continue` goes "
             f"on, `{base} --abort` undoes the roll"
         )
     return _drive(workspace, cache, state, "skip")
@@ -199,15 +202,13 @@ def _rebase(
         console.status("the rebase was interrupted while preparing: undoing it, starting again")
         rebase.abort(workspace, state.target)
         current = None
-    try:
-        if current is not None:
-            step = rebase.skip if action == "skip" else rebase.resume
-            outcome = step(workspace, cache, state.target)
-        elif _rebased(workspace, state):  # finished before the roll could say so
-            outcome = _finished_rebase(workspace, state)
-        elif action == "skip":
-            raise ConfigError(f"the rebase of {state.target} is not stopped at a patch to skip")
-        else:
+    if current is not None:
+        step = rebase.skip if action == "skip" else rebase.resume
+        outcome = step(workspace, cache, state.target)
+    elif _rebased(workspace, state):  # finished before the roll could say so
+        outcome = _finished_rebase(workspace, state)
+    else:
+        try:
             outcome = rebase.start(
                 workspace,
                 cache,
@@ -217,10 +218,10 @@ def _rebase(
                 pins=state.key_pins(),
                 versions=state.versions,
             )
-    except BaseException:
-        if load_rebase(workspace.vendor, state.target) is None and not _rebased(workspace, state):
-            roll_state.remove(workspace, state.target)  # the rebase undid itself: no roll
-        raise
+        except BaseException:
+            if load_rebase(workspace.vendor, state.target) is None:
+                roll_state.remove(workspace, state.target)  # the rebase undid itself: no roll
+            raise
     state.add_time("rebase", time.monotonic() - began)
     if outcome.stop is not None:
         roll_state.save(workspace, state)

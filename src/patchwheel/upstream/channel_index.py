@@ -53,7 +53,7 @@ def read_page(page_url: str, root: str, distribution: str, *, what: str) -> list
     """The wheels of ``distribution`` a page lists; None when the page does not exist (404)."""
     try:
         with open_url(page_url, headers={"Accept": ACCEPT}, redirects=stays_in(root)) as response:
-            body = pages.read_body(response, page_url, what)
+            body = pages.read_body(response, page_url, what, MAX_PAGE)
             content_type = str(response.headers.get("Content-Type", ""))
             final_url = response.geturl()
     except HttpStatusError as exc:

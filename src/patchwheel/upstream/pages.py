@@ -32,16 +32,16 @@ _QUOTE, _ESCAPE = ord('"'), ord("\\")
 _OPEN = frozenset(b"[{")
 
 
-def read_body(response: HTTPResponse, url: str, what: str) -> bytes:
-    """The body of a page, refused when it is larger than :data:`MAX_PAGE` bytes."""
-    body = response.read(MAX_PAGE + 1)
-    return check_size(body, url, what)
+def read_body(response: HTTPResponse, url: str, what: str, limit: int = MAX_PAGE) -> bytes:
+    """The body of a page, refused when it is larger than ``limit`` bytes."""
+    body = response.read(limit + 1)
+    return check_size(body, url, what, limit)
 
 
-def check_size(body: bytes, url: str, what: str) -> bytes:
-    """``body``, unless it is larger than :data:`MAX_PAGE` bytes."""
-    if len(body) > MAX_PAGE:
-        raise FetchError(f"{what}: {url} is larger than {MAX_PAGE} bytes; refused")
+def check_size(body: bytes, url: str, what: str, limit: int = MAX_PAGE) -> bytes:
+    """``body``, unless it is larger than ``limit`` bytes."""
+    if len(body) > limit:
+        raise FetchError(f"{what}: {url} is larger than {limit} bytes; refused")
     return body
 
 
