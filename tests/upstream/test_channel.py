@@ -191,10 +191,11 @@ def test_oversized_pages_and_foreign_redirects_are_refused(
     other = cs.ChannelServer(world.tmp / "www")
     with other.running():
         world.server.redirects["/elsewhere/vllm/"] = other.url + "nightly/vllm/"
-        with pytest.raises(FetchError, match=r"redirects to .* outside the channel"):
+        with pytest.raises(FetchError, match=r"outside") as raised:
             read_page(root + "elsewhere/vllm/", root, "vllm", what="t")
         # issue 24: refused before the redirected request is made, not after it was answered
         assert other.requests == []
+        assert "redirects to" in str(raised.value) and "outside the channel" in str(raised.value)
 
 
 def test_a_deeply_nested_json_page_is_a_fetch_error_naming_it(world: World) -> None:
@@ -229,13 +230,18 @@ def test_a_deeply_nested_json_page_is_a_fetch_error_naming_it(world: World) -> N
 def test_wheel_downloads_follow_no_redirect_off_the_channel(world: World, tmp_path: Path) -> None:
     """Issue 24: a channel wheel's redirect to another host, or to ftp://, was followed; now it
     is refused before the redirected request is made (pages and wheels, one rule)."""
-    stays_in = channel_index.stays_in  # the rule of the channel's pages, for its wheels
     root = world.server.url
     build = world.channel.builds[1]
     wheel = build.wheels[""]
     path = f"/{build.commit}/{wheel.name}"
     other = cs.ChannelServer(world.tmp / "www")
     with other.running():
+        world.server.redirects[path] = "ftp://127.0.0.1/" + wheel.name
+        with pytest.raises(
+            FetchError, match=r"only redirects to http\(s\) are followed \(not to ftp:\)"
+        ):
+            fetch_url(build.url(root), None, Cache(tmp_path / "c"), what="w")  # any download
+        stays_in = channel_index.stays_in  # the rule of the channel's pages, for its wheels
         world.server.redirects[path] = other.url + path.lstrip("/")
         with pytest.raises(FetchError, match="outside the channel") as raised:
             fetch_url(
@@ -243,11 +249,6 @@ def test_wheel_downloads_follow_no_redirect_off_the_channel(world: World, tmp_pa
             )
         assert other.requests == []  # never asked
         assert f"redirects to {other.url}{path.lstrip('/')}" in str(raised.value)
-        world.server.redirects[path] = "ftp://127.0.0.1/" + wheel.name
-        with pytest.raises(
-            FetchError, match=r"only redirects to http\(s\) are followed \(not to ftp:\)"
-        ):
-            fetch_url(build.url(root), None, Cache(tmp_path / "c"), what="w")  # any download
         # within the channel, a redirect is followed as before
         del world.server.redirects[path]
         world.server.redirects[f"/moved/{wheel.name}"] = build.url(root)

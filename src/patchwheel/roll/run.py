@@ -10,7 +10,8 @@
    ``Drop-When`` holds or whose change is upstream are dropped; remembered resolutions answer
    known conflicts; a new conflict stops the roll (exit status 1).
 4. **build, audit, bisect, verify** (:mod:`patchwheel.roll.check`).
-5. **report**: ``build/<target>/roll.md`` and ``roll.json`` (and the rebase's own report).
+5. **report** (:mod:`patchwheel.roll.outcome`): ``build/<target>/roll.md`` and ``roll.json``
+   (and the rebase's own report).
 
 The state records the step reached after each step, so a roll stopped or killed at any step
 goes on with ``--continue`` from there; ``--skip`` drops the patch a conflict stopped at (or
@@ -29,9 +30,8 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Literal
 
 from patchwheel import console, rebase
@@ -39,15 +39,11 @@ from patchwheel.config.lock import LockedPin, locked_pins
 from patchwheel.config.targets import load_target
 from patchwheel.errors import ConfigError, PatchwheelError
 from patchwheel.index import outputs
-from patchwheel.rebase import replay
 from patchwheel.rebase.finish import REPORT_JSON as REBASE_JSON
 from patchwheel.rebase.finish import REPORT_MD as REBASE_MD
-from patchwheel.rebase.finish import report_files
 from patchwheel.rebase.state import load as load_rebase
-from patchwheel.roll import check, undo
-from patchwheel.roll import report as roll_report
+from patchwheel.roll import check, outcome, undo
 from patchwheel.roll import state as roll_state
-from patchwheel.roll.check import Checks
 from patchwheel.roll.discover import RollPlan, plan_roll
 from patchwheel.roll.position import (
     Position,
@@ -61,25 +57,7 @@ from patchwheel.upstream.cache import Cache
 from patchwheel.upstream.channel import LATEST
 from patchwheel.workspace import Workspace, check_target_name
 
-Status = Literal["green", "needs-person", "up-to-date", "aborted"]
 Action = Literal["start", "continue", "skip"]
-
-
-@dataclass
-class RollOutcome:
-    """What a roll command did."""
-
-    status: Status
-    target: str
-    output: str
-    report: dict[str, Any] = field(default_factory=dict)
-    files: list[Path] = field(default_factory=list)
-    next_steps: list[str] = field(default_factory=list)
-
-    @property
-    def exit_status(self) -> int:
-        """0 green (or nothing to do), 1 a person is needed."""
-        return 1 if self.status == "needs-person" else 0
 
 
 def start(
@@ -91,7 +69,7 @@ def start(
     new_target: str | None = None,
     verify: Verify = "extraction",
     allow_downgrade: bool = False,
-) -> RollOutcome:
+) -> outcome.RollOutcome:
     """Roll ``target_name`` onto its channel's newest revision (or ``to``)."""
     began = time.monotonic()
     check_target_name(target_name)
@@ -110,7 +88,7 @@ def start(
     if not moved:
         verified = verified_report(workspace, target_name)
         if verified is not None:
-            return _up_to_date(workspace, state, verified)
+            return outcome.up_to_date(workspace, state, verified)
         if new_target:
             console.status(f"[yellow]note:[/] {new_target} is not written: the pins do not move")
         console.status(
@@ -121,13 +99,13 @@ def start(
     return _drive(workspace, cache, state, "start")
 
 
-def resume(workspace: Workspace, cache: Cache, target_name: str) -> RollOutcome:
+def resume(workspace: Workspace, cache: Cache, target_name: str) -> outcome.RollOutcome:
     """``--continue``: go on from the step the roll reached (after resolving a conflict, after
     fixing what a check found, or after the roll was killed)."""
     return _drive(workspace, cache, _find(workspace, target_name), "continue")
 
 
-def skip(workspace: Workspace, cache: Cache, target_name: str) -> RollOutcome:
+def skip(workspace: Workspace, cache: Cache, target_name: str) -> outcome.RollOutcome:
     """``--skip``: drop the patch the rebase stopped at (or skip the bisect) and go on."""
     state = _find(workspace, target_name)
     current = load_rebase(workspace.vendor, state.target) if state.step == "rebase" else None
@@ -143,7 +121,7 @@ def skip(workspace: Workspace, cache: Cache, target_name: str) -> RollOutcome:
     return _drive(workspace, cache, state, "skip")
 
 
-def abort(workspace: Workspace, target_name: str) -> RollOutcome:
+def abort(workspace: Workspace, target_name: str) -> outcome.RollOutcome:
     """``--abort``: the target, its lock, its series and vendor trees as before the roll."""
     state = _find(workspace, target_name)
     if load_rebase(workspace.vendor, state.target) is not None:
@@ -164,13 +142,15 @@ def abort(workspace: Workspace, target_name: str) -> RollOutcome:
             f"build/{state.output} still holds what the roll built: "
             f"`nox -s build -- --target {state.target}` builds the restored pins"
         )
-    return RollOutcome("aborted", state.target, state.output)
+    return outcome.RollOutcome("aborted", state.target, state.output)
 
 
 # --------------------------------------------------------------------------- steps
 
 
-def _drive(workspace: Workspace, cache: Cache, state: RollState, action: Action) -> RollOutcome:
+def _drive(
+    workspace: Workspace, cache: Cache, state: RollState, action: Action
+) -> outcome.RollOutcome:
     """Run the roll's steps from the one it reached; the state is saved after each."""
     while state.step != "report":
         if state.step == "rebase":
@@ -189,12 +169,12 @@ def _drive(workspace: Workspace, cache: Cache, state: RollState, action: Action)
             state.step = check.verify_step(workspace, state)
         action = "continue"
         roll_state.save(workspace, state)
-    return _report(workspace, state)
+    return outcome.finish(workspace, state)
 
 
 def _rebase(
     workspace: Workspace, cache: Cache, state: RollState, action: Action
-) -> RollOutcome | None:
+) -> outcome.RollOutcome | None:
     """The rebase step: started, resumed or skipped on; the outcome when it stops."""
     began = time.monotonic()
     current = load_rebase(workspace.vendor, state.target)
@@ -204,12 +184,12 @@ def _rebase(
         current = None
     if current is not None:
         step = rebase.skip if action == "skip" else rebase.resume
-        outcome = step(workspace, cache, state.target)
+        result = step(workspace, cache, state.target)
     elif _rebased(workspace, state):  # finished before the roll could say so
-        outcome = _finished_rebase(workspace, state)
+        result = _finished_rebase(workspace, state)
     else:
         try:
-            outcome = rebase.start(
+            result = rebase.start(
                 workspace,
                 cache,
                 state.target,
@@ -223,11 +203,11 @@ def _rebase(
                 roll_state.remove(workspace, state.target)  # the rebase undid itself: no roll
             raise
     state.add_time("rebase", time.monotonic() - began)
-    if outcome.stop is not None:
+    if result.stop is not None:
         roll_state.save(workspace, state)
-        return _stopped(workspace, state, outcome.stop)
-    state.rebase = outcome.report or None
-    state.rebase_markdown = outcome.markdown
+        return outcome.stopped(workspace, state, result.stop)
+    state.rebase = result.report or None
+    state.rebase_markdown = result.markdown
     return None
 
 
@@ -252,158 +232,6 @@ def _finished_rebase(workspace: Workspace, state: RollState) -> rebase.Outcome:
         except (ValueError, OSError, RecursionError):
             data, text = {}, ""
     return rebase.Outcome("done", state.target, state.output, report=data, markdown=text)
-
-
-def _report(workspace: Workspace, state: RollState) -> RollOutcome:
-    """Write roll.md / roll.json; a green roll ends, any other stays to be continued."""
-    checks = Checks.of(state)
-    status: Status = "green" if checks.green else "needs-person"
-    next_steps = [] if checks.green else _next_after_checks(state, checks)
-    data = roll_report.build_report(
-        state, status=status, rebase=state.rebase, checks=checks, next_steps=next_steps
-    )
-    extra = report_files(state.rebase, state.rebase_markdown) if state.rebase else {}
-    files = _write(workspace, state.output, data, extra)
-    if checks.green:
-        roll_state.remove(workspace, state.target)
-    else:
-        state.step = "build"  # --continue checks again once a person has fixed what is named
-        roll_state.save(workspace, state)
-    _say(status, state, files, next_steps)
-    return RollOutcome(status, state.target, state.output, data, files, next_steps)
-
-
-def _up_to_date(workspace: Workspace, state: RollState, verified: dict[str, Any]) -> RollOutcome:
-    checks = Checks(
-        build=dict(verified.get("build") or {}),
-        audit=dict(verified.get("audit") or {}),
-        bisect=verified.get("bisect"),
-        verification=dict(verified.get("verification") or {}),
-    )
-    data = roll_report.build_report(state, status="up-to-date", rebase=None, checks=checks)
-    files = _write(workspace, state.target, data, {})
-    newest = state.new.get("newest")
-    console.status(
-        f"[green]{state.target} is up to date[/]: at {state.project} {_revision(state)}, "
-        "built, audited and verified at its pins"
-        + (f"; the channel's newest build, {newest}, is older than the pin" if newest else "")
-    )
-    return RollOutcome("up-to-date", state.target, state.target, data, files)
-
-
-def _stopped(workspace: Workspace, state: RollState, stop: replay.Stop) -> RollOutcome:
-    record = stop.patch
-    files = [c.path for c in stop.conflicts] or record.files
-    base = f"nox -s roll -- --target {state.target}"
-    next_steps = [
-        f"resolve {', '.join(files)} in {stop.vendor}, then: "
-        f"git -C {stop.vendor} add {' '.join(files)}",
-        f"{base} --continue",
-        f"{base} --skip    (drop {record.name} from the series instead)",
-        f"{base} --abort   (undo the roll)",
-    ]
-    detail = {
-        "project": stop.project,
-        "patch": record.name,
-        "subject": stop.subject,
-        "class": record.klass,
-        "reason": record.reason,
-        "vendor": str(stop.vendor),
-        "conflicts": [
-            {"path": c.path, "kind": c.kind, "regions": c.regions, "hunks": c.hunks}
-            for c in stop.conflicts
-        ],
-    }
-    progress = _progress(workspace, state)
-    data = roll_report.build_report(
-        state, status="needs-person", rebase=progress, stop=detail, next_steps=next_steps
-    )
-    out = _write(workspace, state.output, data, {})
-    _say("needs-person", state, out, next_steps)
-    return RollOutcome("needs-person", state.target, state.output, data, out, next_steps)
-
-
-def _progress(workspace: Workspace, state: RollState) -> dict[str, Any] | None:
-    """The classes so far of a rebase stopped at a conflict, shaped like its report."""
-    current = load_rebase(workspace.vendor, state.target)
-    if current is None:
-        return None
-    projects = []
-    for project in current.projects:
-        rows = [
-            {
-                "name": p.name,
-                "class": p.klass or "pending",
-                "reason": p.reason,
-                "resolution": p.resolution or ("dropped" if p.dropped else "automatic"),
-                "kept": not p.dropped,
-                "touches-upstream-changes": p.touched_upstream,
-                "remembered": p.remembered,
-            }
-            for p in project.patches
-        ]
-        projects.append({"name": project.name, "replayed": project.affected, "patches": rows})
-    return {"projects": projects, "seconds": round(current.seconds, 2)}
-
-
-def _next_after_checks(state: RollState, checks: Checks) -> list[str]:
-    name = state.output
-    base = f"nox -s roll -- --target {state.target}"
-    undo_step = f"{base} --abort   (undo the roll: the pins, the series and vendor/ as before)"
-    if checks.build.get("status") != "built":
-        return [f"fix what the build names (see roll.md), then: {base} --continue", undo_step]
-    if checks.audit.get("status") == "findings":
-        return [
-            f"answer the drift in vendor/{name}/speculators (commit the fix), then: "
-            f"patchwheel export --target {name} --project speculators",
-            f"{base} --continue   (builds, audits against the old pins and verifies again)",
-            undo_step,
-        ]
-    if checks.audit.get("status") == "error":
-        return [
-            f"the audit could not run ({checks.audit.get('error')}): fix that, then: "
-            f"{base} --continue",
-            undo_step,
-        ]
-    report = "verify-install.json" if state.verify == "install" else "verify-cpu.json"
-    return [
-        f"read build/{name}/{report}, fix the series, then: {base} --continue",
-        undo_step,
-    ]
-
-
-def _write(
-    workspace: Workspace, name: str, data: dict[str, Any], extra: dict[str, bytes]
-) -> list[Path]:
-    files = {
-        **extra,
-        roll_report.REPORT_MD: roll_report.markdown(data).encode("utf-8"),
-        roll_report.REPORT_JSON: (json.dumps(data, indent=2) + "\n").encode("utf-8"),
-    }
-    written = outputs.add_files(workspace.build, name, files)
-    return [p for p in written if p.name in (roll_report.REPORT_MD, roll_report.REPORT_JSON)]
-
-
-def _revision(state: RollState) -> str:
-    """The revision rolled onto, in words: its version and commit (what is known of them)."""
-    version, commit = state.new.get("version"), str(state.new.get("commit") or "")[:12]
-    if version and commit:
-        return f"{version} ({commit})"
-    return str(version or commit or "?")
-
-
-def _say(status: str, state: RollState, files: list[Path], next_steps: list[str]) -> None:
-    colour = "green" if status == "green" else "red"
-    console.status(
-        f"[{colour}]roll {status}[/]: {state.target} → {state.output} at {state.project} "
-        f"{_revision(state)}"
-    )
-    for path in files:
-        console.status(f"report: {path}")
-    if next_steps:
-        console.status("next:")
-        for step in next_steps:
-            console.status(f"  {step}")
 
 
 # --------------------------------------------------------------------------- start

@@ -18,6 +18,7 @@ progress at ``build``: ``--continue`` after the fix builds, audits and verifies 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ from patchwheel.rebase.onto import KeyPin
 from patchwheel.workspace import Workspace, check_name, check_target_name
 
 SCHEMA = 2
+_COMMIT = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})?")
 STATE_FILE = "state.json"
 BACKUP = "backup"
 Verify = Literal["extraction", "install"]
@@ -107,8 +109,9 @@ def load(workspace: Workspace, target: str) -> RollState | None:
         check_target_name(state.target, "its target")
         check_target_name(state.output, "its output")
         check_name(state.project, "its project")
-        for project in state.vendor:
+        for project, snapshot in state.vendor.items():
             check_name(project, "its vendor tree")
+            _check_snapshot(project, snapshot)
         if state.target != target:
             raise ValueError(f"it is the state of {state.target!r}")
         state.key_pins()
@@ -118,6 +121,20 @@ def load(workspace: Workspace, target: str) -> RollState | None:
             f"`nox -s rebase -- --target {target} --abort` and remove {path.parent}"
         ) from exc
     return state
+
+
+def _check_snapshot(project: str, snapshot: Any) -> None:
+    """A vendor tree's record: commits are 40 hex digits (or none), texts are texts."""
+    if not isinstance(snapshot, dict) or not isinstance(snapshot.get("exists"), bool):
+        raise ValueError(f"the record of vendor tree {project} is not a table with `exists`")
+    if not snapshot["exists"]:
+        return
+    for key in ("head", "upstream"):
+        if not isinstance(snapshot.get(key), str) or not _COMMIT.fullmatch(snapshot[key]):
+            raise ValueError(f"vendor tree {project}: {key} {snapshot.get(key)!r} is no commit")
+    for key in ("state", "config"):
+        if not isinstance(snapshot.get(key), str | None):
+            raise ValueError(f"vendor tree {project}: {key} is not a text")
 
 
 def take_backup(workspace: Workspace, state: RollState) -> None:
