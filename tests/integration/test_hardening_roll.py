@@ -240,7 +240,7 @@ STEP_SITES = {
     "build": "patchwheel.building.run:build_target",
     "audit": "patchwheel.audit.",
     "verify": "patchwheel.roll.check:verify:",
-    "report": "patchwheel.roll.run:_write:",
+    "report": "patchwheel.roll.outcome:_write:",
     "bisect": "patchwheel.bisect.run:bisect_target",
 }
 # The state saved when the rebase has finished (the step the kill hit: "rebased …").
