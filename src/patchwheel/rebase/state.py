@@ -208,6 +208,16 @@ def restore_dir(source: Path, dest: Path) -> None:
             shutil.copymode(src, target)
 
 
+def remove_leftover(vendor_root: Path, target: str) -> bool:
+    """Remove what a rebase killed while it started (or while it removed its state) left: its
+    state directory without a state. Whether there was one."""
+    home = state_home(vendor_root, target)
+    if not home.is_dir() or (home / STATE_FILE).is_file():
+        return False
+    shutil.rmtree(home, ignore_errors=True)
+    return True
+
+
 def remove(state: RebaseState) -> None:
     """Forget the rebase (its state and backup)."""
     shutil.rmtree(state.home, ignore_errors=True)

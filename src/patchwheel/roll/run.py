@@ -42,6 +42,7 @@ from patchwheel.index import outputs
 from patchwheel.rebase.finish import REPORT_JSON as REBASE_JSON
 from patchwheel.rebase.finish import REPORT_MD as REBASE_MD
 from patchwheel.rebase.state import load as load_rebase
+from patchwheel.rebase.state import remove_leftover
 from patchwheel.roll import check, outcome, undo
 from patchwheel.roll import state as roll_state
 from patchwheel.roll.discover import RollPlan, plan_roll
@@ -126,6 +127,8 @@ def abort(workspace: Workspace, target_name: str) -> outcome.RollOutcome:
     state = _find(workspace, target_name)
     if load_rebase(workspace.vendor, state.target) is not None:
         rebase.abort(workspace, state.target)
+    else:  # a rebase killed as it started or ended leaves its folder without a state
+        remove_leftover(workspace.vendor, state.target)
     undo.restore(workspace, state)
     roll_state.remove(workspace, state.target)
     console.status(
