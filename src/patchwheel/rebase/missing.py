@@ -134,16 +134,22 @@ def decide(
 
 
 def keep_command(
-    missing: Sequence[MissingVariant], *, target: str, output: str, rerun: Sequence[str]
+    missing: Sequence[MissingVariant],
+    *,
+    target: str,
+    output: str,
+    rerun: Sequence[str],
+    undo: str = "",
 ) -> str:
     """The exact command that redoes the move keeping the variants dropped by default.
 
     ``rerun``: the command that made the move (``nox -s roll -- --target T --to V …``). What the
-    move wrote goes first: a new target is removed; a target rolled in place is restored from
-    git (the move replaced patches/T).
+    move wrote goes first: ``undo`` when the move has its own (a roll, in progress until it is
+    green or aborted: ``nox -s roll -- --target T --abort``); else a new target is removed and a
+    target rebased in place is restored from git (the move replaced patches/T).
     """
     asked = [m for m in missing if m.asks]
-    undo = (
+    undo = undo or (
         f"rm -r patches/{shlex.quote(output)} vendor/{shlex.quote(output)}"
         if output != target
         else f"git checkout -- patches/{shlex.quote(target)}"
