@@ -387,6 +387,48 @@ def test_a_hostile_index_page_is_refused(
     assert not (co.root / "build" / "rel" / "roll.json").exists()
 
 
+def snapshot(root: Path) -> dict[str, bytes]:
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    return {str(p.relative_to(root)): p.read_bytes() for p in files}
+
+
+def test_a_release_roll_never_moves_the_pin_backwards_unless_asked(
+    world: ReleaseWorld, tmp_path: Path
+) -> None:
+    """Issue 24's rule on the release channel: pinned to the pre-release 0.35.0rc1 (rolled with
+    --pre), a plain roll finds 0.34.0 the newest final release, older than the pin: exit 0, up to
+    date, 0.34.0 named, nothing changed. --to 0.33.1 is refused (exit 2) naming both versions and
+    --allow-downgrade, which then moves the pin back, green."""
+    co = checkout_at(world, tmp_path)
+    ahead = co.roll("--pre")
+    assert ahead.returncode == 0, ahead.stderr
+    assert co.report()["new"]["version"] == "0.35.0rc1"
+    assert co.toml()["projects"]["vllm"]["pin"] == "vllm==0.35.0rc1"
+    before = snapshot(co.root / "patches")
+
+    stays = co.roll()
+    assert stays.returncode == 0, stays.stderr
+    said = " ".join(stays.stderr.split())
+    assert "the newest release on the package index, 0.34.0, is older than the pin" in said
+    assert "the pin stays" in said and "rel is up to date" in said
+    report = co.report()
+    assert report["status"] == "up-to-date" and report["new"]["newest"] == "0.34.0"
+    assert "0.34.0, is older than the pin" in (co.root / "build" / "rel" / "roll.md").read_text()
+    assert snapshot(co.root / "patches") == before
+
+    older = co.roll("--to", "0.33.1")
+    err = " ".join(older.stderr.split())
+    assert older.returncode == 2, older.stderr
+    assert "0.33.1 is older than the pin 0.35.0rc1" in err and "--allow-downgrade" in err
+    assert "Traceback" not in older.stderr
+    assert snapshot(co.root / "patches") == before
+
+    back = co.roll("--to", "0.33.1", "--allow-downgrade")
+    assert back.returncode == 0, back.stderr
+    assert co.report()["status"] == "green" and co.report()["new"]["version"] == "0.33.1"
+    assert co.toml()["projects"]["vllm"]["pin"] == "vllm==0.33.1"
+
+
 @pytest.mark.network
 @pytest.mark.slow
 def test_real_default_target_rolled_onto_vllm_0_33(tmp_path: Path, shared_cache_dir: Path) -> None:
