@@ -170,6 +170,13 @@ def name_calls(world: World, hostile: str) -> list[list[str]]:
         ["roll", t, "--to", n2.version, f"--new-target={hostile}", "--verify", "install"],
         ["roll", f"--target={hostile}", "--continue"],
         ["roll", f"--target={hostile}", "--abort"],
+        # issue 23's options: the project rolled, a variant's answer when it has no new wheel
+        ["roll", t, f"--project={hostile}", "--verify", "install"],
+        ["roll", t, "--to", n2.version, f"--missing={hostile}=keep", "--verify", "install"],
+        ["roll", t, f"--missing=vllm:{hostile}=drop", "--verify", "install"],
+        ["rebase", t, "--onto", onto, f"--missing={hostile}=keep"],
+        # issue 21's: a served target's generator target
+        ["verify", t, f"--against={hostile}"],
         ["bisect", f"--target={hostile}", *bisect],
         ["bisect", t, f"--consumer-target={hostile}", *bisect],
         ["bisect", t, f"--project={hostile}", *bisect],
@@ -195,7 +202,7 @@ def test_every_verb_refuses_a_hostile_name_and_touches_nothing(
     )
     assert ran.returncode == 0, ran.stderr[-3000:]
     results = json.loads(ran.stdout)
-    assert len(results) == len(calls) == 6 * 19
+    assert len(results) == len(calls) == 6 * 24
     problems = []
     for result in results:
         value = next(v for v in hostile if any(v in arg for arg in result["argv"]))

@@ -38,15 +38,21 @@ NAME_OPTIONS = {
     "new_target": ("--new-target", check_target_name),
     "consumer_target": ("--consumer-target", check_target_name),
     "project": ("--project", check_name),
+    "against": ("--against", check_target_name),
 }
 
 
 def check_names(args: argparse.Namespace) -> None:
-    """Refuse any name option that breaks the name rule (InvalidNameError, exit status 2)."""
+    """Refuse any name option that breaks the name rule (InvalidNameError, exit status 2): the
+    options of :data:`NAME_OPTIONS` and the variant of each ``--missing VARIANT=POLICY`` (or
+    ``PROJECT:VARIANT=POLICY``)."""
     for dest, (option, check) in NAME_OPTIONS.items():
         value = getattr(args, dest, None)
         if value is not None:
             check(value, option)
+    for text in getattr(args, "missing", None) or []:
+        for part in str(text).partition("=")[0].strip().split(":", 1):
+            check_name(part, "--missing: variant")
 
 
 def target_name(args: argparse.Namespace) -> str:

@@ -23,6 +23,7 @@ from typing import Any
 
 from patchwheel.config.targets import MISSING_POLICIES, MissingPolicy, Target, Variant
 from patchwheel.errors import ConfigError
+from patchwheel.workspace import check_name
 
 _TABLE = re.compile(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$")
 _ASSIGN = re.compile(r"^\s*([A-Za-z0-9_\"'.-]+)\s*=")
@@ -82,12 +83,15 @@ def from_dict(data: Mapping[str, Any]) -> MissingVariant:
 
 
 def parse_overrides(texts: Sequence[str], target: Target) -> dict[str, MissingPolicy]:
-    """``--missing V=keep|drop`` (V a variant name or ``project:variant``), by lock key."""
+    """``--missing V=keep|drop`` (V a variant name or ``project:variant``, each a name by the
+    name rule), by lock key."""
     out: dict[str, MissingPolicy] = {}
     variants = {v.spec.key: v for p in target.projects for v in p.variants}
     for text in texts:
         name, sep, value = text.partition("=")
         name, value = name.strip(), value.strip()
+        for part in name.split(":", 1):
+            check_name(part, "--missing: variant")
         policy = next((p for p in MISSING_POLICIES if p == value), None)
         if not sep or policy is None:
             raise ConfigError(

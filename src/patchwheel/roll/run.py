@@ -62,7 +62,7 @@ from patchwheel.roll.report import newest_words
 from patchwheel.roll.state import RollState, Verify
 from patchwheel.upstream.cache import Cache
 from patchwheel.upstream.channel import LATEST
-from patchwheel.workspace import Workspace, check_target_name
+from patchwheel.workspace import Workspace, check_name, check_target_name
 
 Action = Literal["start", "continue", "skip"]
 
@@ -86,6 +86,11 @@ def start(
     check_target_name(target_name)
     if new_target is not None:
         check_target_name(new_target, "--new-target")
+    if project is not None:
+        check_name(project, "--project")
+    for key in missing or {}:
+        for part in key.split(":"):
+            check_name(part, "--missing: variant")
     _refuse_in_progress(workspace, target_name)
     target = load_target(workspace.patches, target_name)
     lock = locked_pins(target)
