@@ -11,7 +11,7 @@ Issue 24's regression tests (names, interrupted rolls, rolls backwards, pages, r
 channel's repository key) have a table of their own, two runs side by side: the tests run
 against main's code before the fixes (``PYTHONPATH=<main>/src``) and with them::
 
-    python -m tests.integration.hardening_report --issue24 before.xml after.xml
+    python -m tests.integration.hardening_report --issue24 before.xml after.xml [MAIN_COMMIT]
 """
 
 from __future__ import annotations
@@ -75,6 +75,26 @@ ISSUE24 = {
     ),
     "test_wheel_downloads_follow_no_redirect_off_the_channel": (
         "6. a wheel's redirect to another host or to ftp:// is followed"
+    ),
+    # the merge with issues 20/21/23: their options and the release channel held to the rules
+    "test_later_options_refuse_a_hostile_name_and_touch_nothing": (
+        "1. the options of issues 21/23 (`roll --missing`/`--project`, `rebase --missing`, "
+        "`verify --against`) take any name"
+    ),
+    "test_a_hostile_name_in_the_audit_table_is_refused": (
+        "1. `[audit]`'s provider and consumers are not held to the name rule"
+    ),
+    "test_a_hostile_variant_name_in_an_override_is_refused_by_the_name_rule": (
+        "1. the variant of `--missing V=keep` is looked up unchecked"
+    ),
+    "test_a_release_roll_never_moves_the_pin_backwards_unless_asked": (
+        "3. on the release channel: the newest final release older than the pin (a pre-release "
+        "taken with `--pre`) moves the pin back; `--to` an older release moves it back"
+    ),
+    "test_release_pages_are_bounded_and_redirects_checked_first": (
+        "4./6. on the release channel: a nested page is a RecursionError traceback; a page "
+        "redirected to another host is refused only after the request; a release file "
+        "redirected to ftp:// is tried"
     ),
 }
 
@@ -201,7 +221,7 @@ def issue24_rows(before: Path, after: Path) -> list[tuple[str, str, str, str]]:
 
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "--issue24":
-        return write_issue24(Path(argv[1]), Path(argv[2]))
+        return write_issue24(Path(argv[1]), Path(argv[2]), argv[3] if len(argv) > 3 else None)
     which = "after" if "--after" in argv else "before"
     xml_paths = [Path(a) for a in argv if a != "--after"]
     start, end = MARKERS[which]
@@ -228,8 +248,9 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def write_issue24(before: Path, after: Path) -> int:
-    """Issue 24's table between its markers: each test before the fixes and with them."""
+def write_issue24(before: Path, after: Path, before_commit: str | None = None) -> int:
+    """Issue 24's table between its markers: each test before the fixes and with them
+    (``before_commit``: the commit of main whose code ran before, when not the fork point)."""
     start, end = MARKERS["issue24"]
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"],
@@ -240,9 +261,12 @@ def write_issue24(before: Path, after: Path) -> int:
     ).stdout.strip()
     today = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     table = [
-        f"Runs of {today}: before = main's code at the fork point (`PYTHONPATH=<main>/src`), "
-        f"after = commit {commit} (`python -m tests.integration.hardening_report --issue24 "
-        f"{before.name} {after.name}`).",
+        f"Runs of {today}: before = main's code "
+        + (f"at commit {before_commit}" if before_commit else "at the fork point")
+        + f" (`PYTHONPATH=<main>/src`), after = commit {commit} (`python -m "
+        f"tests.integration.hardening_report --issue24 {before.name} {after.name}"
+        + (f" {before_commit}" if before_commit else "")
+        + "`).",
         "",
         "| defect (issue 24) | test id | before the fixes | with the fixes |",
         "| --- | --- | --- | --- |",
