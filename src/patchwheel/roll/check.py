@@ -40,9 +40,10 @@ from patchwheel.audit.target import (
 )
 from patchwheel.bisect.run import bisect_target
 from patchwheel.building.run import build_target, vendor_trees
+from patchwheel.config.channel import Channel
 from patchwheel.config.lock import LockedPin
 from patchwheel.config.pins import IndexPin, parse_pin
-from patchwheel.config.targets import Channel, PinSpec, Target, load_target
+from patchwheel.config.targets import PinSpec, Target, load_target
 from patchwheel.errors import PatchwheelError, VerifyError
 from patchwheel.roll.state import RollState, Step
 from patchwheel.upstream import gitsrc
