@@ -11,7 +11,8 @@ target pinned to the first nightly with a two-patch series). Times each step of
 * drop-when  — onto the nightly where one patch's Drop-When holds (dropped);
 * conflict   — onto a nightly that conflicts: stopped, resolved by hand, ``--continue``;
 * remembered — the same conflict on a further nightly, resolved from the remembered resolution;
-* up-to-date — the same nightly again (discovery only).
+* checks     — the target's own nightly, never rolled: no rebase, its build and verification;
+* up-to-date — the same nightly again (discovery, and the green report of that build).
 
 Each roll starts from the same built target (``--new-target``), so the figures are comparable.
 """
@@ -89,6 +90,7 @@ def main() -> int:
         run("drop-when", 3, "b-drop")
         run("conflict", 4, "b-conflict")
         run("remembered", 5, "b-remembered")
+        run("checks", 1, None)  # at its pins, never rolled: built, audited, verified there
         run("up-to-date", 1, None)
     print(f"{'roll':<12} {'status':<11}" + "".join(f"{s:>10}" for s in (*STEPS, "wall")))
     for name, row in rows.items():

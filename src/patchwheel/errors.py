@@ -13,6 +13,13 @@ class ConfigError(PatchwheelError):
     """A target, pin, series or lock file is malformed or inconsistent."""
 
 
+class InvalidNameError(ConfigError):
+    """A target, project or variant name that is not one plain path component (exit status 2,
+    like a command-line usage error): refused before anything is read or written through it."""
+
+    exit_status = 2
+
+
 class PinError(ConfigError):
     """A pin cannot be parsed, is unsafe, or does not resolve."""
 
@@ -47,6 +54,16 @@ class UnreachableError(FetchError):
         self.url = url
         self.cause = cause
         self.reason = getattr(cause, "reason", cause)
+
+
+class RedirectRefusedError(FetchError):
+    """A server redirected a request somewhere patchwheel does not follow (not made)."""
+
+    def __init__(self, url: str, location: str, why: str) -> None:
+        super().__init__(f"{url} redirects to {location}: {why}; refused")
+        self.url = url
+        self.location = location
+        self.why = why
 
 
 class HashMismatchError(FetchError):

@@ -6,6 +6,11 @@ reads and the publish repository's pages all go through it. Its errors are two, 
 answered, with an error status) and :class:`~patchwheel.errors.UnreachableError` (no answer);
 callers that know what the request was for say so in their own words.
 
+Redirects are checked *before* they are followed: a ``Location`` that is not http(s), or that
+leaves https for http, is refused for every request, and a caller can hold a request's
+redirects to its own rule (a channel's pages and wheels stay on the channel's host and path):
+:class:`~patchwheel.errors.RedirectRefusedError`, and the redirected request is never made.
+
 :func:`configured_index_urls` is the package index patchwheel reads: pip's configuration.
 """
 
@@ -16,17 +21,58 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import cache
-from http.client import HTTPResponse
+from http.client import HTTPException, HTTPMessage, HTTPResponse
+from typing import IO
+from urllib.parse import urlsplit
 
 from patchwheel import __version__
-from patchwheel.errors import HttpStatusError, UnreachableError
+from patchwheel.errors import HttpStatusError, RedirectRefusedError, UnreachableError
 
 USER_AGENT = f"patchwheel/{__version__}"
 TIMEOUT_S = 60
 PYPI_SIMPLE = "https://pypi.org/simple/"
+
+
+# A redirect rule: (the URL redirected from, the Location) -> why it is refused, or None.
+RedirectRule = Callable[[str, str], str | None]
+
+
+def plain_redirect(source: str, location: str) -> str | None:
+    """The rule for every redirect: http(s) only, and never from https down to http."""
+    scheme, before = urlsplit(location).scheme.lower(), urlsplit(source).scheme.lower()
+    if scheme not in ("http", "https"):
+        return f"only redirects to http(s) are followed (not to {scheme or 'no scheme'}:)"
+    if before == "https" and scheme == "http":
+        return "a redirect from https to http is not followed"
+    return None
+
+
+class _CheckedRedirects(urllib.request.HTTPRedirectHandler):
+    """urllib's redirect handling, with the Location checked before the request is made."""
+
+    def __init__(self, rule: RedirectRule | None) -> None:
+        super().__init__()
+        self.rule = rule
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: HTTPMessage,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        why = plain_redirect(req.full_url, newurl)
+        if why is None and self.rule is not None:
+            why = self.rule(req.full_url, newurl)
+        if why is not None:
+            fp.close()
+            raise RedirectRefusedError(req.full_url, newurl, why)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
 @contextmanager
@@ -36,25 +82,27 @@ def open_url(
     headers: Mapping[str, str] | None = None,
     method: str | None = None,
     opener: urllib.request.OpenerDirector | None = None,
+    redirects: RedirectRule | None = None,
 ) -> Iterator[HTTPResponse]:
     """The response to a request for ``url`` (read it inside the ``with``).
 
     An error status raises HttpStatusError, no answer (refused, timed out, cut off while
-    reading) UnreachableError; ``opener`` replaces urllib's default one (redirect rules).
+    reading) UnreachableError, a redirect that breaks :func:`plain_redirect` or ``redirects``
+    RedirectRefusedError (before it is followed); ``opener`` replaces patchwheel's own (with
+    redirect rules of its own).
     """
     request = urllib.request.Request(
         url, headers={"User-Agent": USER_AGENT, **(headers or {})}, method=method
     )
+    if opener is None:
+        opener = urllib.request.build_opener(_CheckedRedirects(redirects))
     try:
-        if opener is None:
-            response = urllib.request.urlopen(request, timeout=TIMEOUT_S)
-        else:
-            response = opener.open(request, timeout=TIMEOUT_S)
+        response = opener.open(request, timeout=TIMEOUT_S)
         with response:
             yield response
     except urllib.error.HTTPError as exc:
         raise HttpStatusError(url, exc.code, str(exc.reason)) from exc
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+    except (urllib.error.URLError, TimeoutError, OSError, HTTPException) as exc:
         raise UnreachableError(url, exc) from exc
 
 

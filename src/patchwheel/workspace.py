@@ -4,21 +4,63 @@ One checkout is one workspace: ``patches/<target>`` holds a target's inputs,
 ``vendor/<target>/<project>`` its vendor trees, ``build/<target>`` its outputs (a link into
 ``build/.store``), ``build/simple`` the index of every target, ``build/.work`` scratch space and
 ``build/.locks`` the locks that make two runs on one target wait for each other.
+
+Every name that becomes a path here — a target, a project, a lock — must follow :data:`NAME_RULE`
+(:func:`check_name`): one plain path component, so no name reaches outside its folder. The
+command line checks names where they enter; these helpers refuse an unchecked one as well.
 """
 
 from __future__ import annotations
 
 import fcntl
+import re
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from patchwheel import console
+from patchwheel.errors import InvalidNameError
 
 INDEX_NAME = "simple"
 LOCKS = ".locks"
 WORK = ".work"
+MAX_NAME = 100
+NAME_RULE = (
+    f"a name is one plain path component of at most {MAX_NAME} letters, digits, '.', '_' and "
+    "'-', not starting with '-' or '.'"
+)
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# build/simple is the union index and build/README.md says what build/ is: no target's outputs.
+RESERVED_TARGETS = frozenset({INDEX_NAME, "readme.md"})
+
+
+def check_name(value: object, what: str) -> str:
+    """``value`` if it follows :data:`NAME_RULE`; else InvalidNameError naming ``what`` and it."""
+    if not isinstance(value, str) or len(value) > MAX_NAME or not _NAME.fullmatch(value):
+        raise InvalidNameError(f"{what} {value!r} is refused: {NAME_RULE}")
+    return value
+
+
+def check_target_name(value: object, what: str = "target") -> str:
+    """A target name: :func:`check_name`, and not a name build/ keeps for itself."""
+    name = check_name(value, what)
+    if name.lower() in RESERVED_TARGETS:
+        raise InvalidNameError(
+            f"{what} {name!r} is refused: build/{name} is not a target's (reserved: "
+            f"{', '.join(sorted(RESERVED_TARGETS))})"
+        )
+    return name
+
+
+def within(path: Path, root: Path) -> bool:
+    """Whether ``path`` lies inside ``root`` (strictly), symbolic links resolved: what may be
+    removed or rewritten in ``root``'s name."""
+    try:
+        resolved, base = path.resolve(), root.resolve()
+    except (OSError, RuntimeError):
+        return False
+    return resolved != base and resolved.is_relative_to(base)
 
 
 @dataclass(frozen=True)
@@ -36,7 +78,7 @@ class Workspace:
 
     def target_dir(self, target: str) -> Path:
         """``build/<target>``: the target's outputs (manifest, wheels, index, reports)."""
-        return self.build / target
+        return self.build / check_target_name(target)
 
     @property
     def index_dir(self) -> Path:
@@ -45,11 +87,15 @@ class Workspace:
 
     def work_dir(self, target: str, what: str) -> Path:
         """``build/.work/<target>/<what>``: scratch space of one session (venvs, logs)."""
-        return self.build / WORK / target / what
+        return self.build / WORK / check_target_name(target) / check_name(what, "work folder")
 
     def vendor_dir(self, target: str, project: str) -> Path:
         """``vendor/<target>/<project>``: a project's vendor tree."""
-        return self.vendor / target / project
+        return self.vendor / check_target_name(target) / check_name(project, "project")
+
+    def target_patches(self, target: str) -> Path:
+        """``patches/<target>``: the target's inputs (target.toml, lock, series)."""
+        return self.patches / check_target_name(target)
 
     def locked(self, name: str) -> AbstractContextManager[None]:
         """Hold ``build/.locks/<name>.lock``; a second holder waits (and says so)."""
@@ -59,6 +105,7 @@ class Workspace:
 @contextmanager
 def build_lock(build_dir: Path, name: str) -> Iterator[None]:
     """Hold ``<build_dir>/.locks/<name>.lock`` (a target's, or the union index's)."""
+    check_name(name, "lock")
     lock_dir = build_dir / LOCKS
     lock_dir.mkdir(parents=True, exist_ok=True)
     with (lock_dir / f"{name}.lock").open("a+") as fh:

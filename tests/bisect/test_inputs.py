@@ -83,14 +83,28 @@ def test_ends_of_two_kinds_projects_and_targets(setup: _history.Setup) -> None:
 
 
 def test_a_channel_repository_in_target_toml(setup: _history.Setup) -> None:
-    """``[projects.vllm.channel] repo = PATH`` stands in for --repo (here: then a bad rev)."""
+    """Issue 24: the channel's ``repository`` (the key target.toml and the roll read) stands in
+    for --repo; bisect looked for ``repo`` or ``git``, which target.toml refuses."""
     toml = setup.root / "patches" / "old" / "target.toml"
     text = toml.read_text()
+    workspace = _history.workspace(setup)
+    cache = Cache(setup.cache)
     try:
-        channel = f'\n[projects.vllm.channel]\nrepo = "{setup.history.repo}"\n'
+        channel = (
+            '\n[projects.vllm.channel]\nindex = "https://wheels.example.org/"\n'
+            f'repository = "{setup.history.repo.as_uri()}"\n'
+        )
         toml.write_text(text + channel)
-        workspace = _history.workspace(setup)
-        assert channel_repo(workspace, "old", "vllm", Cache(setup.cache)) == setup.history.repo
+        assert channel_repo(workspace, "old", "vllm", cache) == setup.history.repo
+        # a remote repository is used through its mirror in the cache, once a roll made it
+        remote = "https://git.example.org/vllm.git"
+        toml.write_text(text + channel.replace(setup.history.repo.as_uri(), remote))
+        with pytest.raises(BisectError, match=f"repository {remote} has no local mirror"):
+            channel_repo(workspace, "old", "vllm", cache)
+        # the key README once named is refused by target.toml, naming it
+        toml.write_text(text + channel.replace("repository = ", "repo = "))
+        with pytest.raises(ConfigError, match=r"unknown key\(s\) \['repo'\]"):
+            channel_repo(workspace, "old", "vllm", cache)
     finally:
         toml.write_text(text)
 

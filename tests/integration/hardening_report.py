@@ -6,6 +6,12 @@
 The table (between the ``table`` markers of HARDENING.md, or the ``after`` markers with
 ``--after``: the run with the fixes) lists, for each test id, the defect of issue 11 it pins
 down and what the run said: the first lines of its failure, or "passed" (with its time).
+
+Issue 24's regression tests (names, interrupted rolls, rolls backwards, pages, redirects, the
+channel's repository key) have a table of their own, two runs side by side: the tests run
+against main's code before the fixes (``PYTHONPATH=<main>/src``) and with them::
+
+    python -m tests.integration.hardening_report --issue24 before.xml after.xml [MAIN_COMMIT]
 """
 
 from __future__ import annotations
@@ -22,6 +28,74 @@ DOC = HERE / "HARDENING.md"
 MARKERS = {
     "before": ("<!-- table:start -->", "<!-- table:end -->"),
     "after": ("<!-- after:start -->", "<!-- after:end -->"),
+    "issue24": ("<!-- issue24:start -->", "<!-- issue24:end -->"),
+}
+
+ISSUE24 = {
+    "test_every_verb_refuses_a_hostile_name_and_touches_nothing": (
+        "1. a target or project name is a path: `roll --target ../patches/nightly` deletes the "
+        "series, `--target ../x` writes outside its folders, `a/b` tracebacks, `-x` and "
+        "`a b` accepted"
+    ),
+    "test_a_target_directory_with_a_hostile_name_is_refused": (
+        "1. a target directory's name is not checked (`targets`, `--all`)"
+    ),
+    "test_a_state_naming_a_vendor_tree_elsewhere_is_refused_and_nothing_removed": (
+        "1. a rebase's undo removes whatever path its state names"
+    ),
+    "test_removal_and_restoration_stay_inside_their_root": (
+        "1. restoration may remove a tree outside vendor/<target>/ (no guard)"
+    ),
+    "test_a_roll_killed_before_each_step_continues_and_aborts": (
+        "2. a roll killed after its rebase is never finished; `--abort` leaves the new pins; "
+        "the next roll says up to date"
+    ),
+    "test_a_roll_killed_before_every_mutation_site_continues_and_aborts": (
+        "2. a roll killed at any moment (every distinct mutation site; ROLL_KILL_ALL=1)"
+    ),
+    "test_up_to_date_means_built_audited_and_verified_at_the_pins": (
+        "2. 'up to date' means pinned, whatever build/ holds"
+    ),
+    "test_a_roll_never_moves_a_pin_backwards_unless_asked": (
+        "3. a roll moves a pin backwards (latest older than the pin, `--to` an older nightly)"
+    ),
+    "test_a_deeply_nested_json_page_is_a_fetch_error_naming_it": (
+        "4. a deeply nested JSON page is a RecursionError traceback; hostile PEP 691 types "
+        "are tracebacks"
+    ),
+    "test_hostile_channel_answers_are_errors_naming_them": (
+        "4./6. through `roll`: a nested page exits 1 with a traceback; a wheel redirected to "
+        "another host is downloaded from it"
+    ),
+    "test_a_channel_repository_in_target_toml": (
+        "5. bisect reads `repo`/`git`, target.toml only `repository`"
+    ),
+    "test_oversized_pages_and_foreign_redirects_are_refused": (
+        "6. a page redirected to another host is refused only after the request was made"
+    ),
+    "test_wheel_downloads_follow_no_redirect_off_the_channel": (
+        "6. a wheel's redirect to another host or to ftp:// is followed"
+    ),
+    # the merge with issues 20/21/23: their options and the release channel held to the rules
+    "test_later_options_refuse_a_hostile_name_and_touch_nothing": (
+        "1. the options of issues 21/23 (`roll --missing`/`--project`, `rebase --missing`, "
+        "`verify --against`) take any name"
+    ),
+    "test_a_hostile_name_in_the_audit_table_is_refused": (
+        "1. `[audit]`'s provider and consumers are not held to the name rule"
+    ),
+    "test_a_hostile_variant_name_in_an_override_is_refused_by_the_name_rule": (
+        "1. the variant of `--missing V=keep` is looked up unchecked"
+    ),
+    "test_a_release_roll_never_moves_the_pin_backwards_unless_asked": (
+        "3. on the release channel: the newest final release older than the pin (a pre-release "
+        "taken with `--pre`) moves the pin back; `--to` an older release moves it back"
+    ),
+    "test_release_pages_are_bounded_and_redirects_checked_first": (
+        "4./6. on the release channel: a nested page is a RecursionError traceback; a page "
+        "redirected to another host is refused only after the request; a release file "
+        "redirected to ftp:// is tried"
+    ),
 }
 
 # after the first line of a failure, only what patchwheel itself said (or the kill report)
@@ -124,7 +198,30 @@ def rows(xml_paths: list[Path]) -> list[tuple[str, str, str]]:
     return out
 
 
+def issue24_rows(before: Path, after: Path) -> list[tuple[str, str, str, str]]:
+    """Issue 24's tests: defect, test id, the run before the fixes, the run with them."""
+
+    def cases(path: Path) -> dict[str, str]:
+        found = {}
+        for case in ET.parse(path).getroot().iter("testcase"):
+            name = case.get("name", "")
+            if name.split("[", 1)[0] in ISSUE24:
+                module = case.get("classname", "").rsplit(".", 1)[-1]
+                text = outcome(case, 2).replace("|", "\\|")
+                text = re.sub(r"/tmp/\S*?(?=/checkout|/roll-hardening)", "<tmp>", text)
+                found[f"`{module}::{name}`"] = text[:1200] + (" …" if len(text) > 1200 else "")
+        return found
+
+    old, new = cases(before), cases(after)
+    return [
+        (ISSUE24[test.strip("`").split("::")[1].split("[")[0]], test, old.get(test, "-"), text)
+        for test, text in new.items()
+    ]
+
+
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "--issue24":
+        return write_issue24(Path(argv[1]), Path(argv[2]), argv[3] if len(argv) > 3 else None)
     which = "after" if "--after" in argv else "before"
     xml_paths = [Path(a) for a in argv if a != "--after"]
     start, end = MARKERS[which]
@@ -143,6 +240,37 @@ def main(argv: list[str]) -> int:
         f"| defect (issue 11) | test id | {'with the fixes' if which == 'after' else 'today'} |",
         "| --- | --- | --- |",
         *(f"| {d} | {t} | {o} |" for d, t, o in rows(xml_paths)),
+    ]
+    doc = DOC.read_text("utf-8")
+    head, _, rest = doc.partition(start)
+    _, _, tail = rest.partition(end)
+    DOC.write_text(head + start + "\n" + "\n".join(table) + "\n" + end + tail, "utf-8")
+    return 0
+
+
+def write_issue24(before: Path, after: Path, before_commit: str | None = None) -> int:
+    """Issue 24's table between its markers: each test before the fixes and with them
+    (``before_commit``: the commit of main whose code ran before, when not the fork point)."""
+    start, end = MARKERS["issue24"]
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    today = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    table = [
+        f"Runs of {today}: before = main's code "
+        + (f"at commit {before_commit}" if before_commit else "at the fork point")
+        + f" (`PYTHONPATH=<main>/src`), after = commit {commit} (`python -m "
+        f"tests.integration.hardening_report --issue24 {before.name} {after.name}"
+        + (f" {before_commit}" if before_commit else "")
+        + "`).",
+        "",
+        "| defect (issue 24) | test id | before the fixes | with the fixes |",
+        "| --- | --- | --- | --- |",
+        *(f"| {d} | {t} | {b} | {a} |" for d, t, b, a in issue24_rows(before, after)),
     ]
     doc = DOC.read_text("utf-8")
     head, _, rest = doc.partition(start)

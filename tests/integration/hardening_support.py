@@ -671,11 +671,13 @@ def copy_workspace(template: Workspace, base: Path, tmp_path: Path) -> Workspace
 
 KILL_RUNNER = r'''
 """Run a module (``-m NAME ARGS``) and SIGKILL this process group just before its N-th
-filesystem mutation (seen through ``sys.addaudithook``); N = 0 only records the events."""
+filesystem mutation (seen through ``sys.addaudithook``), or before the first one whose site
+contains HARDENING_KILL_SITE; N = 0 and no site only records the events."""
 import os, runpy, signal, sys
 
 os.setpgid(0, 0)  # our own process group: the kill takes git children with it, nothing else
 KILL_AT = int(os.environ.get("HARDENING_KILL_AT", "0"))
+KILL_SITE = os.environ.get("HARDENING_KILL_SITE", "")
 LOG = os.open(os.environ["HARDENING_EVENT_LOG"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
 WRITE = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 EVENTS = {
@@ -723,9 +725,10 @@ def hook(event, args):
         return
     count += 1
     description = describe(event, args)[:300].replace("\n", " ").replace("\t", " ")
-    line = f"{count}\t{description}\t{site(event, args)}".replace("\n", " ") + "\n"
+    where = site(event, args).replace("\n", " ")
+    line = f"{count}\t{description}\t{where}" + "\n"
     os.write(LOG, line.encode("utf-8", "replace"))
-    if count == KILL_AT:
+    if count == KILL_AT or (KILL_SITE and KILL_SITE in where):
         os.killpg(0, signal.SIGKILL)
 
 
@@ -738,9 +741,10 @@ runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 
 def run_killed(
-    ws: Workspace, kill_at: int, log: Path, *args: str
+    ws: Workspace, kill_at: int, log: Path, *args: str, kill_site: str = ""
 ) -> tuple[subprocess.CompletedProcess[str], list[str]]:
-    """Run ``patchwheel ARGS`` killed just before its ``kill_at``-th mutation (0: never).
+    """Run ``patchwheel ARGS`` killed just before its ``kill_at``-th mutation (0: never), or
+    before the first mutation whose site contains ``kill_site`` (when given).
 
     Returns the run and the mutations it logged (``"N\\tdescription\\tsite"``, the site being
     the event and the patchwheel frames it came from), the last being the one it was killed
@@ -748,11 +752,12 @@ def run_killed(
     """
     runner = log.with_suffix(".runner.py")
     runner.write_text(KILL_RUNNER)
+    env = {"HARDENING_KILL_AT": str(kill_at), "HARDENING_EVENT_LOG": str(log)}
     result = patchwheel(
         ws.root,
         *args,
         cache=ws.cache,
-        env={**ws.env, "HARDENING_KILL_AT": str(kill_at), "HARDENING_EVENT_LOG": str(log)},
+        env={**ws.env, **env, "HARDENING_KILL_SITE": kill_site},
         prefix=[str(runner)],
     )
     events = log.read_text("utf-8").splitlines() if log.exists() else []

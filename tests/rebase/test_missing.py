@@ -94,6 +94,19 @@ def test_overrides(tmp_path: Path) -> None:
         parse_overrides(["cpu=keep", "cpu=drop"], target)
 
 
+@pytest.mark.parametrize("name", ["../x", "a/b", "-x", "a b", "/abs/cpu", "vllm:../cpu", ""])
+def test_a_hostile_variant_name_in_an_override_is_refused_by_the_name_rule(
+    tmp_path: Path, name: str
+) -> None:
+    """Issue 24's rule holds for ``--missing``: the variant it names is a name, refused as such
+    (exit status 2) before it is looked up."""
+    target = load_target(write(tmp_path), "t")
+    with pytest.raises(ConfigError, match="one plain path component") as info:
+        parse_overrides([f"{name}=keep"], target)
+    assert repr(name.rpartition(":")[2] if name.startswith("vllm:") else name) in str(info.value)
+    assert info.value.exit_status == 2
+
+
 def test_decide_the_override_then_the_target_then_ask(tmp_path: Path) -> None:
     target = load_target(write(tmp_path, 'missing = "keep"\n'), "t")
     cpu = target.project("vllm").variants[1]

@@ -15,7 +15,7 @@ import pytest
 
 from patchwheel.config.targets import Project, load_target
 from patchwheel.errors import ConfigError, FetchError, HashMismatchError
-from patchwheel.upstream import channel_index, gitsrc
+from patchwheel.upstream import channel_index, gitsrc, simple_api
 from patchwheel.upstream.cache import Cache
 from patchwheel.upstream.channel import find_build
 from patchwheel.upstream.channel_index import read_page
@@ -191,8 +191,75 @@ def test_oversized_pages_and_foreign_redirects_are_refused(
     other = cs.ChannelServer(world.tmp / "www")
     with other.running():
         world.server.redirects["/elsewhere/vllm/"] = other.url + "nightly/vllm/"
-        with pytest.raises(FetchError, match=r"redirected to .* outside"):
+        with pytest.raises(FetchError, match=r"outside") as raised:
             read_page(root + "elsewhere/vllm/", root, "vllm", what="t")
+        # issue 24: refused before the redirected request is made, not after it was answered
+        assert other.requests == []
+        assert "redirects to" in str(raised.value) and "outside the channel" in str(raised.value)
+
+
+def test_a_deeply_nested_json_page_is_a_fetch_error_naming_it(world: World) -> None:
+    """Issue 24: ``[`` x 100000 as a PEP 691 page ended in a RecursionError traceback."""
+    root = world.server.url
+    page = world.tmp / "www" / "deep" / "vllm" / "index.json"
+    page.parent.mkdir(parents=True)
+    page.write_bytes(b"[" * 100_000)
+    with pytest.raises(FetchError, match=r"deep/vllm/ nests JSON more than 32 levels deep"):
+        read_page(root + "deep/vllm/", root, "vllm", what="t")
+    # the package index's pages (PEP 691 JSON and HTML) are read the same way, by name
+    index = world.tmp / "index"
+    (index / "tinyproj").mkdir(parents=True)
+    (index / "tinyproj" / "index.json").write_bytes(b'{"files": ' + b"[" * 100_000)
+    with pytest.raises(FetchError, match=r"tinyproj/ nests JSON more than 32 levels deep"):
+        simple_api.project_files("tinyproj", [index.as_uri() + "/"])
+    for body, message in [
+        (b'{"files": "nope"}', "not a PEP 691 project page"),
+        (b"[1, 2]", "not a PEP 691 project page"),
+        (b'{"files": [7]}', "not an object"),
+        (b'{"files": [{"filename": "a.whl", "url": "a.whl", "hashes": []}]}', "malformed"),
+        (b'{"files": [{"filename": "a.whl", "url": "a.whl", "size": "9"}]}', "malformed"),
+        (b'{"files": [{"url": "a.whl"}]}', "without a filename or url"),
+        (b"\xff\xfe{", "not valid JSON"),
+    ]:
+        (index / "tinyproj" / "index.json").write_bytes(body)
+        with pytest.raises(FetchError, match=message) as raised:
+            simple_api.project_files("tinyproj", [index.as_uri() + "/"])
+        assert "tinyproj/" in str(raised.value)
+
+
+def test_wheel_downloads_follow_no_redirect_off_the_channel(world: World, tmp_path: Path) -> None:
+    """Issue 24: a channel wheel's redirect to another host, or to ftp://, was followed; now it
+    is refused before the redirected request is made (pages and wheels, one rule)."""
+    root = world.server.url
+    build = world.channel.builds[1]
+    wheel = build.wheels[""]
+    path = f"/{build.commit}/{wheel.name}"
+    other = cs.ChannelServer(world.tmp / "www")
+    with other.running():
+        world.server.redirects[path] = "ftp://127.0.0.1/" + wheel.name
+        with pytest.raises(
+            FetchError, match=r"only redirects to http\(s\) are followed \(not to ftp:\)"
+        ):
+            fetch_url(build.url(root), None, Cache(tmp_path / "c"), what="w")  # any download
+        stays_in = channel_index.stays_in  # the rule of the channel's pages, for its wheels
+        world.server.redirects[path] = other.url + path.lstrip("/")
+        with pytest.raises(FetchError, match="outside the channel") as raised:
+            fetch_url(
+                build.url(root), None, Cache(tmp_path / "c"), what="w", redirects=stays_in(root)
+            )
+        assert other.requests == []  # never asked
+        assert f"redirects to {other.url}{path.lstrip('/')}" in str(raised.value)
+        # within the channel, a redirect is followed as before
+        del world.server.redirects[path]
+        world.server.redirects[f"/moved/{wheel.name}"] = build.url(root)
+        fetched = fetch_url(
+            f"{root}moved/{quote(wheel.name)}",
+            None,
+            Cache(tmp_path / "c"),
+            what="w",
+            redirects=stays_in(root),
+        )
+        assert support.sha256(fetched) == support.sha256(wheel)
 
 
 def test_an_ambiguous_short_commit_is_refused(tmp_path: Path) -> None:

@@ -14,7 +14,6 @@ provider (baseline: the provider version the consumer declares at good).
 from __future__ import annotations
 
 import time
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +45,6 @@ from patchwheel.workspace import Workspace
 
 REPORT_JSON = "bisect.json"
 REPORT_MD = "bisect.md"
-CHANNEL_REPO_KEYS = ("repo", "git")
 
 
 def bisect_target(
@@ -190,40 +188,31 @@ def _baseline(
 
 
 def channel_repo(workspace: Workspace, target_name: str, project: str, cache: Cache) -> Path:
-    """The git repository of the project's channel in target.toml (``[projects.P.channel]``).
+    """The git repository of the project's channel in target.toml: ``[projects.P.channel]
+    repository``, the key the roll reads too (a git URL, checked when target.toml is read).
 
-    ``repo`` (or ``git``) is a local path (relative to the target's directory), a ``file://``
-    URL, or a remote URL whose mirror patchwheel's cache already holds (a roll fetches it).
+    A ``file://`` URL is the repository itself; a remote one is used through the mirror in
+    patchwheel's cache (a roll fetches it).
     """
-    path = workspace.patches / target_name / TARGET_FILE
-    data = tomllib.loads(path.read_text("utf-8"))
-    project_data = data.get("projects", {}).get(project, {})
-    channel = project_data.get("channel") if isinstance(project_data, dict) else None
-    value = None
-    if isinstance(channel, dict):
-        value = next(
-            (channel[k] for k in CHANNEL_REPO_KEYS if isinstance(channel.get(k), str)), None
-        )
-    if value is None:
+    target = load_target(workspace.patches, target_name)
+    channel = target.project(project).channel
+    if channel is None:
         raise BisectError(
             f"target {target_name!r} names no git repository for {project} (no "
-            f"[projects.{project}.channel] repo in {path}): pass --repo PATH, a clone of "
-            f"{project}'s repository"
+            f"[projects.{project}.channel] repository in {target.root / TARGET_FILE}): pass "
+            f"--repo PATH, a clone of {project}'s repository"
         )
-    url = value.removeprefix("git+")
-    scheme = urlsplit(url).scheme
-    if scheme == "file":
-        return Path(unquote(urlsplit(url).path))
-    if scheme in ("http", "https", "ssh", "git"):
-        for key in (mirror_key(url), mirror_key(value)):
-            if (cache.git_path(key) / "HEAD").is_file():
-                return cache.git_path(key)
-        raise BisectError(
-            f"the {project} channel's repository {value} has no local mirror in {cache.root} "
-            "yet (a roll fetches it): pass --repo PATH, a local clone"
-        )
-    candidate = Path(value).expanduser()
-    return candidate if candidate.is_absolute() else path.parent / candidate
+    url = channel.repository
+    parts = urlsplit(url)
+    if parts.scheme == "file":
+        return Path(unquote(parts.path))
+    for key in (mirror_key(url), mirror_key(f"git+{url}")):
+        if (cache.git_path(key) / "HEAD").is_file():
+            return cache.git_path(key)
+    raise BisectError(
+        f"the {project} channel's repository {url} has no local mirror in {cache.root} yet "
+        "(a roll fetches it): pass --repo PATH, a local clone"
+    )
 
 
 @dataclass

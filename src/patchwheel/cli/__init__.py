@@ -19,6 +19,7 @@ from rich.markup import escape
 
 from patchwheel import __version__, console
 from patchwheel.cli import (
+    _context,
     audit,
     bisect,
     build,
@@ -53,6 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        _context.check_names(args)
         return handler(args)
     except PatchwheelError as exc:
         console.stderr.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)

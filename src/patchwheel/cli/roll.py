@@ -2,7 +2,7 @@
 
     patchwheel roll --target T [--to VERSION|COMMIT|latest] [--new-target NAME]
                     [--verify extraction|install] [--pre] [--project P]
-                    [--missing VARIANT=keep|drop …]
+                    [--missing VARIANT=keep|drop …] [--allow-downgrade]
     patchwheel roll --target T --continue | --skip | --abort
 
 Exit status: 0 green (or already up to date), 1 a person is needed (a conflict, new drift, a
@@ -76,6 +76,12 @@ def register(sub: _context.SubParsers) -> None:
         "--new-target", metavar="NAME", help="write the result as a new target (T untouched)"
     )
     parser.add_argument(
+        "--allow-downgrade",
+        action="store_true",
+        help="let --to move the pin to an older revision (a roll never moves backwards unless "
+        "asked; when the channel's newest is older than the pin, the pin stays)",
+    )
+    parser.add_argument(
         "--verify",
         choices=["extraction", "install"],
         default="extraction",
@@ -85,10 +91,23 @@ def register(sub: _context.SubParsers) -> None:
     )
     action = parser.add_mutually_exclusive_group()
     action.add_argument(
-        "--continue", dest="resume", action="store_true", help="go on after resolving"
+        "--continue",
+        dest="resume",
+        action="store_true",
+        help="go on from the step the roll reached (after resolving a conflict, fixing what "
+        "roll.md names, or a kill)",
     )
-    action.add_argument("--skip", action="store_true", help="drop the stopped patch, go on")
-    action.add_argument("--abort", action="store_true", help="undo the roll's rebase")
+    action.add_argument(
+        "--skip",
+        action="store_true",
+        help="drop the patch a conflict stopped at (or skip the bisect), go on",
+    )
+    action.add_argument(
+        "--abort",
+        action="store_true",
+        help="undo the roll at any step: target.toml, target.lock, the series and vendor/ as "
+        "before it",
+    )
     parser.add_argument("--json", action="store_true", help="print roll.json on stdout")
     parser.set_defaults(handler=run)
 
@@ -109,10 +128,17 @@ def _run(args: argparse.Namespace) -> roll.RollOutcome:
     workspace = _context.workspace(args)
     name = _context.target_name(args)
     if args.resume or args.skip or args.abort:
-        if args.to or args.new_target or args.missing or args.pre or args.project:
+        if (
+            args.to
+            or args.new_target
+            or args.missing
+            or args.pre
+            or args.project
+            or args.allow_downgrade
+        ):
             raise ConfigError(
-                "--continue, --skip and --abort take no --to, --new-target, --missing, --pre "
-                "or --project"
+                "--continue, --skip and --abort take no --to, --new-target, --missing, --pre, "
+                "--project or --allow-downgrade"
             )
         if args.abort:
             return roll.abort(workspace, name)
@@ -130,4 +156,5 @@ def _run(args: argparse.Namespace) -> roll.RollOutcome:
         pre=args.pre,
         project=args.project,
         missing=parse_overrides(args.missing, target),
+        allow_downgrade=args.allow_downgrade,
     )

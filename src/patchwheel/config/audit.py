@@ -12,7 +12,8 @@ declares (speculators 0.3.0: ``vllm==0.11.0``). A consumer that declares no exac
 version (speculators 0.9.0 and hs-connectors 0.9.0 declare none: they talk to ``vllm serve``
 or are loaded by it) needs ``baseline``: the audit reports only what the target's provider
 breaks that the baseline did not, so the baseline is the vLLM the consumers were released
-against. Every consumer is audited in each build; a finding in any stops the build.
+against. Every consumer is audited in each build; a finding in any stops the build. The
+provider and each consumer are project names, held to the name rule (``workspace.check_name``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 from patchwheel.config.pins import parse_pin
 from patchwheel.errors import ConfigError, PinError
+from patchwheel.workspace import check_name
 
 KEYS = {"provider", "consumers", "baseline"}
 DEFAULT_PROVIDER = "vllm"
@@ -49,6 +51,8 @@ def parse_audit(data: Any, projects: list[str], where: str) -> AuditSpec:
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(KEYS)}")
     provider = data.get("provider", DEFAULT_PROVIDER)
+    if isinstance(provider, str):
+        check_name(provider, f"{where}: provider")
     if not isinstance(provider, str) or provider not in projects:
         raise ConfigError(
             f"{where}: provider {provider!r} is not a project of this target "
@@ -66,6 +70,7 @@ def parse_audit(data: Any, projects: list[str], where: str) -> AuditSpec:
     if len(set(consumers)) != len(consumers):
         raise ConfigError(f"{where}: consumers lists a project twice")
     for consumer in consumers:
+        check_name(consumer, f"{where}: consumer")
         if consumer == provider:
             raise ConfigError(f"{where}: {consumer!r} cannot be audited against itself")
         if consumer not in projects:

@@ -39,6 +39,7 @@
     [projects.vllm.channel.variants]        # per variant: its sub-tree and local-label suffix
     cuda = { path = "", local = "" }
     cpu = { path = "cpu", local = "cpu" }   # the default for a variant left out: its own name
+                                            # (config/channel.py)
 
 The series of a project is ``patches/<target>/<project>/series``.
 ``[projects.P.extras]`` is described in config/extras.py. A source project whose series is
@@ -50,23 +51,20 @@ the same version.
 
 from __future__ import annotations
 
-import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
-
-from packaging.utils import canonicalize_name
 
 from patchwheel.config.audit import AuditSpec, parse_audit
+from patchwheel.config.channel import Channel, only_keys, parse_channel
 from patchwheel.config.consumer import DEFAULT_FLAVOUR, ConsumerSpec, parse_consumers
 from patchwheel.config.extras import ExtraSpec, check_extras, parse_extras
-from patchwheel.config.pins import GitPin, Pin, check_sha256, parse_pin
-from patchwheel.errors import ConfigError, PinError
+from patchwheel.config.pins import Pin, check_sha256, parse_pin
+from patchwheel.errors import ConfigError, InvalidNameError
+from patchwheel.workspace import check_name, check_target_name
 
 BuildKind = Literal["source", "overlay"]
-Layout = Literal["per-commit", "simple"]
 MissingPolicy = Literal["keep", "drop"]
 MISSING_POLICIES: tuple[MissingPolicy, ...] = ("keep", "drop")
 # Which way the target's speculators extracts hidden states (README "Targets"): "generator"
@@ -75,11 +73,11 @@ MISSING_POLICIES: tuple[MissingPolicy, ...] = ("keep", "drop")
 # client over HTTP). Verification runs the target's path.
 Generation = Literal["generator", "served"]
 GENERATIONS: tuple[Generation, ...] = ("generator", "served")
-_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_LOCAL = re.compile(r"^(?:[a-z0-9]+(?:\.[a-z0-9]+)*)?$")
 DEFAULT_PLATFORM = "x86_64"
 TARGET_FILE = "target.toml"
 LOCK_FILE = "target.lock"
+# Files of patches/<target>/ that a project's series directory must not be.
+RESERVED_PROJECTS = frozenset({TARGET_FILE, LOCK_FILE, "wheelhouse.toml"})
 
 
 @dataclass(frozen=True)
@@ -107,36 +105,6 @@ class Variant:
     def distribution(self) -> str:
         """The distribution name of the variant's wheel."""
         return self.spec.pin.name
-
-
-@dataclass(frozen=True)
-class ChannelVariant:
-    """Where a channel publishes one variant: a sub-tree, and the local-label suffix its
-    versions carry (vLLM's CPU wheels: ``cpu/``, ``…+g1a2b3c4d5.cpu``)."""
-
-    name: str
-    path: str = ""
-    local: str = ""
-
-
-@dataclass(frozen=True)
-class Channel:
-    """Where a project's newer revisions come from: an index of nightly or per-commit wheels
-    (versions carrying ``+g<commit>``) and the git repository holding their sources."""
-
-    index: str  # the channel's root URL, ending in "/"
-    repository: str  # a git URL
-    distribution: str  # the wheels' project name on the index
-    layout: Layout = "per-commit"
-    latest: str = "nightly"
-    variants: tuple[ChannelVariant, ...] = ()
-
-    def variant(self, name: str) -> ChannelVariant:
-        """Where the channel publishes the variant ``name``."""
-        for variant in self.variants:
-            if variant.name == name:
-                return variant
-        return ChannelVariant(name, name, name)
 
 
 @dataclass(frozen=True)
@@ -200,31 +168,58 @@ class Target:
 
 
 def load_target(patches_dir: Path, name: str) -> Target:
-    """Load ``patches/<name>/target.toml``."""
+    """Load ``patches/<name>/target.toml`` (``name`` is checked first: one plain component)."""
+    check_target_name(name)
     root = patches_dir / name
     path = root / TARGET_FILE
     if not path.is_file():
         known = ", ".join(list_target_names(patches_dir)) or "none"
         raise ConfigError(f"no target {name!r}: {path} does not exist (targets: {known})")
+    return read_target(root, name)
+
+
+def read_target(root: Path, name: str) -> Target:
+    """Load the target.toml of the directory ``root`` as the target ``name`` (a rebase checks
+    the new target it writes beside ``patches/`` before renaming it into place)."""
+    check_target_name(name)
+    path = root / TARGET_FILE
     try:
         data = tomllib.loads(path.read_text("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc})") from exc
     return _parse_target(name, root, path, data)
 
 
 def list_target_names(patches_dir: Path) -> list[str]:
-    """The names of every target under ``patches/``."""
+    """The names of every target under ``patches/``.
+
+    A directory whose name starts with ``.`` is patchwheel's own work in progress (a rebase's
+    new target before it is renamed into place), not a target; any other directory holding a
+    target.toml under a name that breaks the rule is refused, naming it.
+    """
     if not patches_dir.is_dir():
         return []
-    return sorted(p.parent.name for p in patches_dir.glob(f"*/{TARGET_FILE}"))
+    names = sorted(
+        p.parent.name
+        for p in patches_dir.glob(f"*/{TARGET_FILE}")
+        if not p.parent.name.startswith(".")
+    )
+    for name in names:
+        check_target_name(name, f"target directory {patches_dir / name}:")
+    return names
 
 
 def default_target_name(patches_dir: Path) -> str:
     """The one target whose ``target.toml`` says ``default = true``."""
     defaults = []
     for name in list_target_names(patches_dir):
-        data = tomllib.loads((patches_dir / name / TARGET_FILE).read_text("utf-8"))
+        path = patches_dir / name / TARGET_FILE
+        try:
+            data = tomllib.loads(path.read_text("utf-8"))
+        except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{path}: {exc}") from exc
         if data.get("default") is True:
             defaults.append(name)
     if len(defaults) != 1:
@@ -235,12 +230,14 @@ def default_target_name(patches_dir: Path) -> str:
 
 
 def chosen_target(patches_dir: Path, name: str | None) -> str:
-    """``name`` when given, else the default target (what ``--target`` means when left out)."""
-    return name or default_target_name(patches_dir)
+    """``name`` when given (checked), else the default target (``--target`` left out)."""
+    if name is not None:
+        return check_target_name(name, "--target")
+    return default_target_name(patches_dir)
 
 
 def _parse_target(name: str, root: Path, path: Path, data: dict[str, Any]) -> Target:
-    _only_keys(
+    only_keys(
         data,
         {"description", "default", "generation", "projects", "consumer", "audit"},
         where=str(path),
@@ -291,9 +288,15 @@ def flavours(projects: tuple[Project, ...]) -> dict[str, list[str]]:
 
 
 def _parse_project(name: str, data: Any, root: Path, where: str) -> Project:
+    check_name(name, f"{where}: project")
+    if name in RESERVED_PROJECTS:
+        raise InvalidNameError(
+            f"{where}: project {name!r} is refused: patches/<target>/{name} is the target's own "
+            f"file (reserved: {', '.join(sorted(RESERVED_PROJECTS))})"
+        )
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: must be a table")
-    _only_keys(
+    only_keys(
         data,
         {
             "build",
@@ -317,7 +320,7 @@ def _parse_project(name: str, data: Any, root: Path, where: str) -> Project:
         raise ConfigError(f"{where}: variants must be a table of [variants.NAME] tables")
     variants = tuple(
         Variant(
-            vname,
+            check_name(vname, f"{where}: variant"),
             _pin_spec(f"{name}:{vname}", vdata, root, f"{where} variant {vname}"),
             _missing_policy(vdata, f"{where} variant {vname}"),
         )
@@ -332,7 +335,9 @@ def _parse_project(name: str, data: Any, root: Path, where: str) -> Project:
         raise ConfigError(f"{where}: build-env must be a table of strings")
     channel = None
     if "channel" in data:
-        channel = _parse_channel(name, data["channel"], variants, f"{where} channel")
+        channel = parse_channel(
+            name, data["channel"], [v.name for v in variants], f"{where} channel"
+        )
     always_build = data.get("always-build", False)
     if not isinstance(always_build, bool):
         raise ConfigError(f"{where}: always-build must be true or false")
@@ -355,76 +360,6 @@ def _parse_project(name: str, data: Any, root: Path, where: str) -> Project:
     )
 
 
-def _parse_channel(project: str, data: Any, variants: tuple[Variant, ...], where: str) -> Channel:
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where}: must be a table")
-    _only_keys(data, {"index", "repository", "layout", "latest", "distribution", "variants"}, where)
-    index = data.get("index")
-    if not isinstance(index, str):
-        raise ConfigError(f'{where}: needs `index = "https://…/"` (the channel\'s wheel index)')
-    parts = urlsplit(index)
-    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
-        raise ConfigError(
-            f"{where}: index {index!r} must be an http(s) URL without query or fragment"
-        )
-    if not index.endswith("/"):
-        index += "/"
-    repository = data.get("repository")
-    if not isinstance(repository, str):
-        raise ConfigError(f'{where}: needs `repository = "https://…/repo.git"` (the sources)')
-    try:
-        git_pin = parse_pin(f"{project} @ git+{repository}@HEAD")
-    except PinError as exc:
-        raise ConfigError(f"{where}: repository {repository!r}: {exc}") from exc
-    if not isinstance(git_pin, GitPin):  # pragma: no cover - the prefix makes it one
-        raise ConfigError(f"{where}: repository {repository!r} is not a git URL")
-    layout = data.get("layout", "per-commit")
-    if layout not in ("per-commit", "simple"):
-        raise ConfigError(f'{where}: layout must be "per-commit" or "simple" (got {layout!r})')
-    latest = data.get("latest", "nightly")
-    if not isinstance(latest, str) or not _SEGMENT.match(latest):
-        raise ConfigError(f"{where}: latest {latest!r} must be one path segment (e.g. nightly)")
-    distribution = data.get("distribution", project)
-    if not isinstance(distribution, str) or not _SEGMENT.match(distribution):
-        raise ConfigError(f"{where}: distribution {distribution!r} is not a project name")
-    known = {v.name for v in variants}
-    table = data.get("variants", {})
-    if not isinstance(table, dict):
-        raise ConfigError(f"{where}: variants must be a table of {{ path, local }} per variant")
-    channel_variants = []
-    for vname, vdata in table.items():
-        vwhere = f"{where} variant {vname}"
-        if vname not in known:
-            raise ConfigError(
-                f"{vwhere}: the project has no variant {vname!r} (it has: "
-                f"{', '.join(sorted(known)) or 'none'})"
-            )
-        if not isinstance(vdata, dict):
-            raise ConfigError(f"{vwhere}: must be a table {{ path = …, local = … }}")
-        _only_keys(vdata, {"path", "local"}, vwhere)
-        path = vdata.get("path", vname)
-        local = vdata.get("local", vname)
-        if not isinstance(path, str) or not all(_SEGMENT.match(p) for p in _parts(path)):
-            raise ConfigError(f"{vwhere}: path {path!r} must be a relative path of plain names")
-        if not isinstance(local, str) or not _LOCAL.match(local):
-            raise ConfigError(
-                f"{vwhere}: local {local!r} must be a PEP 440 local-label suffix (e.g. cpu)"
-            )
-        channel_variants.append(ChannelVariant(vname, "/".join(_parts(path)), local))
-    return Channel(
-        index=index,
-        repository=git_pin.url,
-        distribution=canonicalize_name(distribution),
-        layout=layout,
-        latest=latest,
-        variants=tuple(channel_variants),
-    )
-
-
-def _parts(path: str) -> list[str]:
-    return [p for p in path.split("/") if p]
-
-
 def _pin_spec(
     key: str,
     data: Any,
@@ -436,7 +371,7 @@ def _pin_spec(
     if not isinstance(data, dict) or not isinstance(data.get("pin"), str):
         raise ConfigError(f'{where}: needs `pin = "name==version"` (or a git/URL/path pin)')
     if artifact == "wheel":
-        _only_keys(data, {"pin", "sha256", "platform", "missing"}, where)
+        only_keys(data, {"pin", "sha256", "platform", "missing"}, where)
     pin = parse_pin(data["pin"], base_dir=root)
     sha = data.get("sha256")
     return PinSpec(
@@ -460,9 +395,3 @@ def _missing_policy(data: dict[str, Any], where: str) -> MissingPolicy | None:
         f'{where}: missing must be "keep" (the variant stays at its pin when a new version has '
         f'no wheel of it) or "drop" (the rolled target leaves it out), got {value!r}'
     )
-
-
-def _only_keys(data: dict[str, Any], allowed: set[str], where: str) -> None:
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")

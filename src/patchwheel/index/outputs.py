@@ -28,13 +28,14 @@ from patchwheel.errors import BuildError
 from patchwheel.index import static
 from patchwheel.manifest import Manifest, path_in
 from patchwheel.upstream.cache import sha256_bytes, sha256_file
-from patchwheel.workspace import INDEX_NAME, Workspace, build_lock
+from patchwheel.workspace import INDEX_NAME, Workspace, build_lock, check_name
 
 STORE = ".store"
 
 
 def new_store(build_dir: Path, name: str, key: str) -> Path:
     """A fresh, empty store directory for ``name``'s next outputs."""
+    check_name(name, "output")
     store = build_dir / STORE
     store.mkdir(parents=True, exist_ok=True)
     path = store / f"{name}.{key[:16]}.{secrets.token_hex(3)}"
@@ -44,7 +45,7 @@ def new_store(build_dir: Path, name: str, key: str) -> Path:
 
 def current(build_dir: Path, name: str) -> Path | None:
     """The store directory ``build/<name>`` points to, if any."""
-    link = build_dir / name
+    link = build_dir / check_name(name, "output")
     if link.is_symlink():
         target = (link.parent / link.readlink()).resolve()
         return target if target.is_dir() else None

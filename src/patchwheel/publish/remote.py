@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 
 from patchwheel.errors import HttpStatusError, PublishError, UnreachableError
 from patchwheel.http import open_url
-from patchwheel.upstream import simple_api
+from patchwheel.upstream import pages, simple_api
 
 ACCEPT = f"{simple_api.JSON_TYPE}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
 # Where the Simple API lies relative to an upload URL: pypiserver, devpi.
@@ -142,7 +142,7 @@ class RemoteIndex:
         try:
             with open_url(url, headers=headers, opener=self._opener) as response:
                 return (
-                    response.read(),
+                    pages.read_body(response, url, f"the repository index {self.index_url}"),
                     response.headers.get("Content-Type", ""),
                     response.geturl(),
                 )

@@ -15,7 +15,7 @@ from typing import Any
 
 from patchwheel import atomic, console
 from patchwheel.config.lock import LockedPin, locked_pins, write_lock
-from patchwheel.config.targets import LOCK_FILE, TARGET_FILE, load_target
+from patchwheel.config.targets import LOCK_FILE, TARGET_FILE, read_target
 from patchwheel.errors import ConfigError
 from patchwheel.index import outputs
 from patchwheel.patching import vendor_git
@@ -141,7 +141,7 @@ def _install_target(
     shutil.copytree(source if source.is_dir() else backup_dir(state), tmp, symlinks=True)
     try:
         atomic.write_text(tmp / TARGET_FILE, state.target_toml)
-        new_target = load_target(workspace.patches, tmp.name)
+        new_target = read_target(tmp, state.output)
         entries = [LockedPin(**entry) for entry in state.lock]
         write_lock(tmp / LOCK_FILE, entries)
         for project in state.projects:

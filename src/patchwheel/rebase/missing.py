@@ -23,6 +23,7 @@ from typing import Any
 
 from patchwheel.config.targets import MISSING_POLICIES, MissingPolicy, Target, Variant
 from patchwheel.errors import ConfigError
+from patchwheel.workspace import check_name
 
 _TABLE = re.compile(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$")
 _ASSIGN = re.compile(r"^\s*([A-Za-z0-9_\"'.-]+)\s*=")
@@ -82,12 +83,15 @@ def from_dict(data: Mapping[str, Any]) -> MissingVariant:
 
 
 def parse_overrides(texts: Sequence[str], target: Target) -> dict[str, MissingPolicy]:
-    """``--missing V=keep|drop`` (V a variant name or ``project:variant``), by lock key."""
+    """``--missing V=keep|drop`` (V a variant name or ``project:variant``, each a name by the
+    name rule), by lock key."""
     out: dict[str, MissingPolicy] = {}
     variants = {v.spec.key: v for p in target.projects for v in p.variants}
     for text in texts:
         name, sep, value = text.partition("=")
         name, value = name.strip(), value.strip()
+        for part in name.split(":", 1):
+            check_name(part, "--missing: variant")
         policy = next((p for p in MISSING_POLICIES if p == value), None)
         if not sep or policy is None:
             raise ConfigError(
@@ -134,16 +138,22 @@ def decide(
 
 
 def keep_command(
-    missing: Sequence[MissingVariant], *, target: str, output: str, rerun: Sequence[str]
+    missing: Sequence[MissingVariant],
+    *,
+    target: str,
+    output: str,
+    rerun: Sequence[str],
+    undo: str = "",
 ) -> str:
     """The exact command that redoes the move keeping the variants dropped by default.
 
     ``rerun``: the command that made the move (``nox -s roll -- --target T --to V …``). What the
-    move wrote goes first: a new target is removed; a target rolled in place is restored from
-    git (the move replaced patches/T).
+    move wrote goes first: ``undo`` when the move has its own (a roll, in progress until it is
+    green or aborted: ``nox -s roll -- --target T --abort``); else a new target is removed and a
+    target rebased in place is restored from git (the move replaced patches/T).
     """
     asked = [m for m in missing if m.asks]
-    undo = (
+    undo = undo or (
         f"rm -r patches/{shlex.quote(output)} vendor/{shlex.quote(output)}"
         if output != target
         else f"git checkout -- patches/{shlex.quote(target)}"

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import git
 from rich.markup import escape
@@ -244,15 +245,23 @@ def _take_vendor(record: ProjectState, source: Path, copy: bool) -> None:
             shutil.copytree(source, tmp, symlinks=True)
             os.replace(tmp, dest)
         return
+    record.snapshot = vendor_snapshot(dest)
+
+
+def vendor_snapshot(dest: Path) -> dict[str, Any]:
+    """What undoes a rebase's (or a roll's) changes to a vendor repo: its refs, its vendor
+    state and its git config (rerere is turned on in it), or that it did not exist."""
     if not (dest / ".git").is_dir():
-        record.snapshot = {"exists": False}
-        return
-    state_file = vendor_git.git_dir(dest) / vendor.STATE_FILE
-    record.snapshot = {
+        return {"exists": False}
+    git_dir = vendor_git.git_dir(dest)
+    state_file = git_dir / vendor.STATE_FILE
+    config = git_dir / "config"
+    return {
         "exists": True,
         "head": vendor_git.rev(dest, "HEAD") or "",
         "upstream": vendor_git.rev(dest, f"refs/heads/{vendor.UPSTREAM}") or "",
         "state": state_file.read_text("utf-8") if state_file.is_file() else None,
+        "config": config.read_text("utf-8") if config.is_file() else None,
     }
 
 

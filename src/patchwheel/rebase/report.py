@@ -164,7 +164,7 @@ def _asking(state: RebaseState) -> list[str]:
         + ", ".join(f"{m.variant} at {m.old_pin}" for m in asked)
         + " instead: "
         + missing_mod.keep_command(
-            asked, target=state.target, output=state.output, rerun=state.rerun
+            asked, target=state.target, output=state.output, rerun=state.rerun, undo=state.undo
         ),
         missing_mod.make_rule(asked, state.target),
     ]

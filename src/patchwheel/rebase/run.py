@@ -45,7 +45,7 @@ from patchwheel.rebase.state import (
 )
 from patchwheel.rebase.undo import undo
 from patchwheel.upstream.cache import Cache
-from patchwheel.workspace import Workspace
+from patchwheel.workspace import Workspace, check_target_name
 
 Status = Literal["done", "stopped", "unchanged", "aborted"]
 
@@ -80,6 +80,7 @@ def start(
     missing: Mapping[str, MissingPolicy] | None = None,
     missing_variants: Sequence[missing_mod.MissingVariant] = (),
     rerun: Sequence[str] = (),
+    undo_command: str = "",
 ) -> Outcome:
     """Rebase ``target_name`` onto the ``onto`` pins (see the module doc).
 
@@ -89,11 +90,15 @@ def start(
     variants whose new version has no wheel (``--missing``; else each variant's own policy);
     ``missing_variants``: such variants the caller already answered (a roll's discovery).
     ``rerun``: the command that makes this move again (default: this rebase's), from which the
-    report writes the exact command that keeps a variant dropped by default.
+    report writes the exact command that keeps a variant dropped by default; ``undo_command``:
+    what undoes the move before that command (default: remove the new target, or git checkout).
     """
     began = time.monotonic()
     if not onto and not pins:
         raise ConfigError("rebase needs at least one --onto PIN (e.g. --onto vllm==0.26.0)")
+    check_target_name(target_name)
+    if new_target is not None:
+        check_target_name(new_target, "--new-target")
     _refuse_in_progress(workspace, target_name)
     output = new_target or target_name
     with _locked(workspace, target_name, output):
@@ -136,6 +141,7 @@ def start(
             [*missing_variants, *found],
         )
         state.rerun = list(rerun) or _rerun(target_name, onto, new_target, missing or {})
+        state.undo = undo_command
         take_backup(state, target.root)
         state.save()
         try:
@@ -228,8 +234,7 @@ def _rerun(
 
 
 def _check_new_target(workspace: Workspace, target: Target, name: str) -> None:
-    if not name or "/" in name or name.startswith(".") or name != name.strip():
-        raise ConfigError(f"--new-target {name!r}: not a valid target (directory) name")
+    check_target_name(name, "--new-target")
     if (workspace.patches / name).exists():
         raise ConfigError(
             f"--new-target {name}: {workspace.patches / name} already exists; pick another name "

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from patchwheel import atomic
 from patchwheel.errors import ConfigError
-from patchwheel.workspace import Workspace
+from patchwheel.workspace import Workspace, check_name, check_target_name
 
 SCHEMA = 1
 STATE_DIR = ".patchwheel-rebase"
@@ -92,6 +92,7 @@ class RebaseState:
     projects: list[ProjectState] = field(default_factory=list)
     missing: list[dict[str, Any]] = field(default_factory=list)  # variants without a new wheel
     rerun: list[str] = field(default_factory=list)  # the command that makes this move again
+    undo: str = ""  # the command that undoes the move before it is made again (a roll's --abort)
     phase: Phase = "prepare"
     started: str = ""
     seconds: float = 0.0
@@ -130,29 +131,50 @@ class RebaseState:
 
 def state_home(vendor_root: Path, target: str) -> Path:
     """Where the state of a rebase of ``target`` lives."""
-    return vendor_root / target / STATE_DIR
+    return vendor_root / check_target_name(target) / STATE_DIR
 
 
 def load(vendor_root: Path, target: str) -> RebaseState | None:
-    """The rebase in progress for ``target``, if any."""
+    """The rebase in progress for ``target``, if any (its names and paths checked)."""
     path = state_home(vendor_root, target) / STATE_FILE
     if not path.is_file():
         return None
-    data = json.loads(path.read_text("utf-8"))
-    if data.get("schema") != SCHEMA:
-        raise ConfigError(f"{path}: unknown rebase state schema; remove {path.parent} by hand")
-    projects = [
-        ProjectState(**{**p, "patches": [PatchState(**x) for x in p["patches"]]})
-        for p in data.pop("projects")
-    ]
-    return RebaseState(**data, projects=projects)
+    unreadable = f"{path} is not a rebase state patchwheel can read"
+    try:
+        data = json.loads(path.read_text("utf-8"))
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise ValueError(f"schema {data.get('schema') if isinstance(data, dict) else data!r}")
+        projects = [
+            ProjectState(**{**p, "patches": [PatchState(**x) for x in p["patches"]]})
+            for p in data.pop("projects")
+        ]
+        state = RebaseState(**data, projects=projects)
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+        raise ConfigError(f"{unreadable} ({exc}); remove {path.parent} by hand") from exc
+    _check_paths(state, vendor_root, target, f"{unreadable}:")
+    return state
+
+
+def _check_paths(state: RebaseState, vendor_root: Path, target: str, what: str) -> None:
+    """The names and paths a state holds must be the workspace's own: nothing it says may make
+    ``--continue`` or ``--abort`` touch anything outside ``vendor/<output>/`` and ``patches/``."""
+    check_target_name(state.target, f"{what} target")
+    check_target_name(state.output, f"{what} output")
+    if state.target != target or Path(state.vendor_dir).resolve() != vendor_root.resolve():
+        raise ConfigError(f"{what} it names another target or checkout ({state.target})")
+    for project in state.projects:
+        check_name(project.name, f"{what} project")
+        expected = Path(state.vendor_dir) / state.output / project.name
+        if Path(project.vendor) != expected:
+            raise ConfigError(f"{what} project {project.name}'s vendor tree is not {expected}")
 
 
 def in_progress(vendor_root: Path) -> list[str]:
-    """The targets with a rebase in progress."""
+    """The targets with a rebase in progress (under names that follow the rule)."""
     if not vendor_root.is_dir():
         return []
-    return sorted(p.parent.parent.name for p in vendor_root.glob(f"*/{STATE_DIR}/{STATE_FILE}"))
+    found = (p.parent.parent.name for p in vendor_root.glob(f"*/{STATE_DIR}/{STATE_FILE}"))
+    return sorted(check_target_name(name, f"rebase state in {vendor_root}:") for name in found)
 
 
 def backup_dir(state: RebaseState) -> Path:
@@ -187,6 +209,16 @@ def restore_dir(source: Path, dest: Path) -> None:
             shutil.copy2(src, target)
         else:
             shutil.copymode(src, target)
+
+
+def remove_leftover(vendor_root: Path, target: str) -> bool:
+    """Remove what a rebase killed while it started (or while it removed its state) left: its
+    state directory without a state. Whether there was one."""
+    home = state_home(vendor_root, target)
+    if not home.is_dir() or (home / STATE_FILE).is_file():
+        return False
+    shutil.rmtree(home, ignore_errors=True)
+    return True
 
 
 def remove(state: RebaseState) -> None:

@@ -1,20 +1,22 @@
-"""Steps 3-5 of a roll, once the series is rebased: build (with the audit), bisect the drift the
-audit finds, verify.
+"""The steps of a roll after its rebase: build (with the audit), bisect the drift the audit
+finds, verify. Each step records what it found in the roll's state (``state.checks``) and
+returns the next step, so a roll killed at any of them goes on from there (``--continue``).
 
-* **build** — ``build_target`` of the rolled target; its audit hook audits the patched consumer
-  against the patched provider with the provider's *old* sources as the baseline, so what it
-  reports is drift the roll introduced. The wheels are built either way (the report says so).
-  A variant kept at an older release (its new version has no wheel) is audited against its own
-  patched files too (``audit.target.audit_kept``); its findings count like the main pair's.
-* **bisect** — when the audit finds drift: the first upstream commit between the old and the new
-  commit that introduces it (``patchwheel.bisect``, called from :func:`run_bisect`); on a
-  release channel with no repository, the first release between the old and the new one (the
-  release sdists are the steps).
-* **verify** — on CPU where the target has a ``cpu`` variant: what ``nox -s verify`` runs
-  (README's install commands, the model families against both oracles, speculators' library
-  pipeline: ``extraction``), or the install check (``install``: what a stack without vLLM,
-  such as the tests' tiny targets, can run). Without a CPU variant the GPU session verifies it;
-  the report gives its commands.
+* **build** (:func:`build_step`) — ``build_target`` of the rolled target; its audit hook audits
+  each patched consumer of the target's ``[audit]`` against the patched provider with the
+  provider's *old* sources as the baseline, so what it reports is drift the roll introduced.
+  The wheels are built either way (the report says so). A variant kept at an older release
+  (its new version has no wheel) is audited against its own patched files too
+  (``audit.target.audit_kept``); its findings count like the main pair's.
+* **bisect** (:func:`bisect_step`) — when the audit finds drift: the first upstream commit
+  between the old and the new commit that introduces it (``patchwheel.bisect``, called from
+  :func:`run_bisect`); on a release channel with no repository, the first release between the
+  old and the new one (the release sdists are the steps).
+* **verify** (:func:`verify_step`) — on CPU where the target has a ``cpu`` variant: what
+  ``nox -s verify`` runs (README's install commands, the model families against both oracles,
+  speculators' library pipeline: ``extraction``), or the install check (``install``: what a
+  stack without vLLM, such as the tests' tiny targets, can run). Without a CPU variant the GPU
+  session verifies it; the report gives its commands.
 """
 
 from __future__ import annotations
@@ -37,12 +39,13 @@ from patchwheel.audit.target import (
     manifest_entry,
 )
 from patchwheel.bisect.run import bisect_target
-from patchwheel.building.run import build_target
+from patchwheel.building.run import build_target, vendor_trees
+from patchwheel.config.channel import Channel
 from patchwheel.config.lock import LockedPin
 from patchwheel.config.pins import IndexPin, parse_pin
-from patchwheel.config.targets import Channel, PinSpec, Target, load_target
+from patchwheel.config.targets import PinSpec, Target, load_target
 from patchwheel.errors import PatchwheelError, VerifyError
-from patchwheel.roll.state import RollState
+from patchwheel.roll.state import RollState, Step
 from patchwheel.upstream import gitsrc
 from patchwheel.upstream.cache import Cache
 from patchwheel.upstream.sources import source_tree_of
@@ -54,12 +57,23 @@ from patchwheel.workspace import Workspace
 
 @dataclass
 class Checks:
-    """What the checks after the rebase found."""
+    """What the checks after the rebase found (each a dict, as roll.json records it)."""
 
     build: dict[str, Any] = field(default_factory=dict)
     audit: dict[str, Any] = field(default_factory=dict)
     bisect: dict[str, Any] | None = None
     verification: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, state: RollState) -> Checks:
+        """The checks a roll has recorded so far."""
+        found = state.checks
+        return cls(
+            dict(found.get("build") or {}),
+            dict(found.get("audit") or {}),
+            found.get("bisect"),
+            dict(found.get("verification") or {}),
+        )
 
     @property
     def green(self) -> bool:
@@ -79,11 +93,13 @@ class _AuditCapture:
     def __init__(self, baseline: Path | None, cache: Cache) -> None:
         self.baseline = baseline
         self.cache = cache
+        self.ran = False
         self.reports: dict[str, AuditReport] = {}
         self.kept: list[tuple[KeptVariant, str, AuditReport]] = []
         self.skipped: str | None = None
 
     def __call__(self, target: Target, trees: dict[str, Path]) -> dict[str, Any]:
+        self.ran = True
         spec = target.audit
         names = [*spec.consumers, spec.provider]
         if any(name not in trees for name in names):
@@ -123,31 +139,40 @@ def _kept_key(kept: KeptVariant, consumer: str, consumers: tuple[str, ...]) -> s
     return f"{kept.key} {consumer}" if len(consumers) > 1 else kept.key
 
 
-def run_checks(workspace: Workspace, cache: Cache, state: RollState) -> Checks:
-    """Build, audit, bisect on drift, verify; every outcome recorded, nothing raised but errors
-    of the roll itself."""
-    checks = Checks()
+def build_step(workspace: Workspace, cache: Cache, state: RollState) -> Step:
+    """Build the rolled target with the audit (drift against the old pin's sources); record
+    both; the next step: ``bisect`` on drift, ``verify``, or ``report`` when the build failed.
+
+    A build already up to date runs no audit hook (a roll killed after its build, or a person's
+    own build after answering drift): the audit then runs on the vendor trees by itself.
+    """
     target = load_target(workspace.patches, state.output)
     project = target.project(state.project)
     old = {k: LockedPin(**v) for k, v in state.old.items()}
-    moved_provider = project.name == PROVIDER
+    moved_provider = state.moved and project.name == PROVIDER
     baseline = (
         _old_tree(workspace, state, old[project.source.key], cache) if moved_provider else None
     )
     capture = _AuditCapture(baseline, cache)
+    state.checks = {}
     began = time.monotonic()
     try:
-        built = build_target(state.output, workspace, cache, audit=capture)
+        built = build_target(state.output, workspace, cache, audit=capture if state.moved else None)
+        if state.moved and not capture.ran:
+            capture(target, vendor_trees(state.output, workspace, cache))
     except PatchwheelError as exc:
-        checks.build = {"status": "failed", "error": str(exc)}
-        checks.audit = _audit_entry(capture, error="the build stopped before the audit")
-        checks.verification = {"status": "skipped", "reason": "the build failed"}
         state.add_time("build", time.monotonic() - began)
-        return checks
+        state.checks = {
+            "build": {"status": "failed", "error": str(exc)},
+            "audit": _audit_entry(capture, error="the build stopped before the audit"),
+            "verification": {"status": "skipped", "reason": "the build failed"},
+        }
+        return "report"
     state.add_time("build", time.monotonic() - began)
-    checks.build = {
+    state.checks["build"] = {
         "status": "built",
         "up-to-date": built.up_to_date,
+        "inputs": built.manifest.inputs,
         "wheels": [
             {
                 "distribution": w.distribution,
@@ -159,30 +184,56 @@ def run_checks(workspace: Workspace, cache: Cache, state: RollState) -> Checks:
             for w in built.manifest.wheels
         ],
     }
-    checks.audit = _audit_entry(
+    if not state.moved:
+        state.checks["audit"] = {
+            "status": "skipped",
+            "reason": "the pins did not move: there is no drift to look for",
+        }
+        return "verify"
+    state.checks["audit"] = _audit_entry(
         capture, baseline=old[project.source.key].pin if moved_provider else None
     )
     if capture.report is not None and capture.findings:
-        began = time.monotonic()
-        checks.bisect = _bisect(
-            workspace,
-            cache,
-            state,
-            old[project.source.key],
-            project.channel,
-            project.name,
-            baseline=baseline,
-        )
-        state.add_time("bisect", time.monotonic() - began)
-        checks.verification = {
-            "status": "skipped",
-            "reason": "the audit found drift: the wheels are not verified until it is answered",
-        }
-        return checks
+        return "bisect"
+    return "verify"
+
+
+def bisect_step(workspace: Workspace, cache: Cache, state: RollState) -> Step:
+    """Bisect the drift the audit found (against the same baseline, the old sources); the
+    wheels are not verified until the drift is answered."""
+    target = load_target(workspace.patches, state.output)
+    project = target.project(state.project)
+    entry = LockedPin(**state.old[project.source.key])
+    baseline = _old_tree(workspace, state, entry, cache) if project.name == PROVIDER else None
     began = time.monotonic()
-    checks.verification = verify(workspace, state, target)
+    state.checks["bisect"] = _bisect(
+        workspace, cache, state, entry, project.channel, project.name, baseline=baseline
+    )
+    state.add_time("bisect", time.monotonic() - began)
+    state.checks["verification"] = {
+        "status": "skipped",
+        "reason": "the audit found drift: the wheels are not verified until it is answered",
+    }
+    return "report"
+
+
+def skip_bisect(state: RollState) -> Step:
+    """``--skip`` at the bisect: no bisect; the drift stands, the wheels stay unverified."""
+    state.checks["bisect"] = {"status": "skipped", "reason": "skipped with --skip"}
+    state.checks["verification"] = {
+        "status": "skipped",
+        "reason": "the audit found drift: the wheels are not verified until it is answered",
+    }
+    return "report"
+
+
+def verify_step(workspace: Workspace, state: RollState) -> Step:
+    """Verify the built target (CPU, or the GPU session's commands); record it."""
+    target = load_target(workspace.patches, state.output)
+    began = time.monotonic()
+    state.checks["verification"] = verify(workspace, state, target)
     state.add_time("verify", time.monotonic() - began)
-    return checks
+    return "report"
 
 
 def _audit_entry(

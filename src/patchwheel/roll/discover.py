@@ -32,6 +32,7 @@ from patchwheel.rebase.missing import MissingVariant, decide
 from patchwheel.rebase.onto import KeyPin
 from patchwheel.upstream.cache import Cache
 from patchwheel.upstream.channel import find_build
+from patchwheel.upstream.channel_index import stays_in
 from patchwheel.upstream.fetch import fetch_url
 from patchwheel.upstream.releases import find_release, follows_releases
 
@@ -126,6 +127,7 @@ def roll_command(
     verify: str,
     pre: bool,
     missing: Mapping[str, MissingPolicy],
+    allow_downgrade: bool = False,
 ) -> list[str]:
     """The command that makes this roll again, onto the same version."""
     words = ["nox -s roll --", "--target", target, "--to", shlex.quote(version)]
@@ -135,6 +137,8 @@ def roll_command(
         words += ["--project", project]
     if pre:
         words.append("--pre")
+    if allow_downgrade:
+        words.append("--allow-downgrade")
     if verify != "extraction":
         words += ["--verify", verify]
     words += [f"--missing {key}={policy}" for key, policy in missing.items()]
@@ -222,7 +226,9 @@ def _plan_channel(
         pin = f"{channel.distribution} @ {wheel.url}"
         known = lock[variant.spec.key].sha256 if lock[variant.spec.key].pin == pin else None
         # the index publishes no hash: a wheel already locked is verified from the cache
-        path = fetch_url(wheel.url, wheel.sha256 or known, cache, what=what)
+        path = fetch_url(
+            wheel.url, wheel.sha256 or known, cache, what=what, redirects=stays_in(channel.index)
+        )
         size = path.stat().st_size
         if wheel.size is not None and size != wheel.size:
             raise FetchError(

@@ -39,6 +39,7 @@ def build_report(
         "status": status,
         "exit-status": 0 if status in ("green", "up-to-date") else 1,
         "project": project,
+        "moved": state.moved,
         "channel": state.new.get("channel"),
         "old": {
             "version": old.get(project, {}).get("version"),
@@ -67,6 +68,14 @@ def _missing(state: RollState, rebase: Mapping[str, Any] | None) -> list[dict[st
         {**m, "sentence": missing_sentence(m, state.output), "lost-patches": lost.get(m["key"], [])}
         for m in state.new.get("missing", [])
     ]
+
+
+def newest_words(new: Mapping[str, Any], version: str) -> str:
+    """The channel's newest revision, in words: a nightly channel's build, or a release."""
+    kind = (new.get("channel") or {}).get("kind")
+    if kind == "releases":
+        return f"the newest release on the package index, {version}"
+    return f"the channel's newest build, {version}"
 
 
 def missing_sentence(record: Mapping[str, Any], output: str) -> str:
@@ -109,7 +118,8 @@ def _rebase(rebase: Mapping[str, Any] | None) -> dict[str, Any] | None:
 def markdown(report: Mapping[str, Any]) -> str:
     """The human-readable report."""
     new = report["new"]
-    title = f"# Roll of `{report['target']}` onto {report['project']} {new.get('version', '?')}"
+    revision = new.get("version") or str(new.get("commit") or "?")[:12]
+    title = f"# Roll of `{report['target']}` onto {report['project']} {revision}"
     lines = [title, "", f"**{_verdict(report)}**", ""]
     if report["output"] != report["target"]:
         lines += [f"Written as the target `{report['output']}`.", ""]
@@ -164,9 +174,17 @@ def _missing_lines(rows: list[Mapping[str, Any]]) -> list[str]:
 
 def _verdict(report: Mapping[str, Any]) -> str:
     status = str(report["status"])
+    new = report.get("new") or {}
+    newest = new.get("newest")
+    older = f" ({newest_words(new, newest)}, is older than the pin)" if newest else ""
+    green = (
+        "green: rebased, built, audited and verified"
+        if report.get("moved", True)
+        else "green: the pins stay; built, audited and verified at them" + older
+    )
     return {
-        "green": "green: rebased, built, audited and verified",
-        "up-to-date": "up to date: the target is pinned to this revision already",
+        "green": green,
+        "up-to-date": "up to date: built, audited and verified at its pins already" + older,
         "needs-person": "needs a person (exit status 1): see Next",
     }.get(status, status)
 

@@ -26,7 +26,8 @@ import git
 from packaging.version import InvalidVersion, Version
 
 from patchwheel import console
-from patchwheel.config.targets import Channel, ChannelVariant, Project
+from patchwheel.config.channel import Channel, ChannelVariant
+from patchwheel.config.targets import Project
 from patchwheel.errors import ConfigError, FetchError
 from patchwheel.upstream import gitsrc
 from patchwheel.upstream.cache import Cache

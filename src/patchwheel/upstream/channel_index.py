@@ -1,7 +1,9 @@
 """Reading a channel's index pages: PEP 503 HTML or PEP 691 JSON, every entry checked.
 
-A channel's pages are hostile input. A page is read through :mod:`patchwheel.http` (at most
-:data:`MAX_PAGE` bytes; a redirect may not leave the channel); each entry of the channel's
+A channel's pages are hostile input. A page is read through :mod:`patchwheel.http` and
+:mod:`patchwheel.upstream.pages` (at most :data:`MAX_PAGE` bytes, JSON nested at most
+``pages.MAX_DEPTH`` levels; a redirect that would leave the channel is refused before it is
+followed, and so is one of a wheel download, :func:`stays_in`); each entry of the channel's
 distribution must be a wheel file name, its link must stay on the channel's host and under its
 root path (relative links such as vLLM's ``../../<commit>/vllm-…%2Bg….whl`` resolve there),
 a sha256 must be 64 hex digits and a size a plausible byte count. Entries of other projects, and
@@ -10,10 +12,8 @@ links that are not wheels (``metadata.json``, sub-trees), are not ours and are s
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
-from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
@@ -25,12 +25,13 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
-from patchwheel.errors import FetchError, HttpStatusError, UnreachableError
-from patchwheel.http import open_url
+from patchwheel.errors import FetchError, HttpStatusError, RedirectRefusedError, UnreachableError
+from patchwheel.http import RedirectRule, open_url
+from patchwheel.upstream import pages
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 ACCEPT = f"{JSON_TYPE}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
-MAX_PAGE = 16 * 1024 * 1024
+MAX_PAGE = pages.MAX_PAGE
 MAX_WHEEL = 8 * 1024**3
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _UNSAFE = re.compile(r"[\x00-\x20\x7f\\]")
@@ -51,8 +52,8 @@ class Listed:
 def read_page(page_url: str, root: str, distribution: str, *, what: str) -> list[Listed] | None:
     """The wheels of ``distribution`` a page lists; None when the page does not exist (404)."""
     try:
-        with open_url(page_url, headers={"Accept": ACCEPT}) as response:
-            body = response.read(MAX_PAGE + 1)
+        with open_url(page_url, headers={"Accept": ACCEPT}, redirects=stays_in(root)) as response:
+            body = pages.read_body(response, page_url, what, MAX_PAGE)
             content_type = str(response.headers.get("Content-Type", ""))
             final_url = response.geturl()
     except HttpStatusError as exc:
@@ -61,16 +62,26 @@ def read_page(page_url: str, root: str, distribution: str, *, what: str) -> list
         raise FetchError(f"{what}: {exc}") from exc
     except UnreachableError as exc:
         raise FetchError(f"{what}: {page_url} is unreachable ({exc.cause})") from exc
-    if len(body) > MAX_PAGE:
-        raise FetchError(f"{what}: {page_url} is larger than {MAX_PAGE} bytes; refused")
-    if not within(final_url, root):
+    except RedirectRefusedError as exc:
+        raise FetchError(f"{what}: {exc}") from exc
+    if not within(final_url, root):  # pragma: no cover - stays_in refused it before
         raise FetchError(f"{what}: {page_url} redirected to {final_url}, outside {root}; refused")
     name = canonicalize_name(distribution)
     if JSON_TYPE in content_type:
         raw = _json_entries(body, final_url, what)
     else:
-        raw = _html_entries(body.decode("utf-8", "replace"), final_url)
+        raw = _html_entries(body.decode("utf-8", "replace"), final_url, what)
     return [item for item in (_check(entry, root, name, what) for entry in raw) if item]
+
+
+def stays_in(root: str) -> RedirectRule:
+    """The redirect rule of a channel's pages and wheels: the Location must lie :func:`within`
+    ``root`` (checked before the redirect is followed)."""
+
+    def rule(_source: str, location: str) -> str | None:
+        return None if within(location, root) else f"outside the channel {root}"
+
+    return rule
 
 
 def within(url: str, root: str) -> bool:
@@ -128,10 +139,7 @@ def _check(entry: _Entry, root: str, name: NormalizedName, what: str) -> Listed 
 
 
 def _json_entries(body: bytes, base_url: str, what: str) -> list[_Entry]:
-    try:
-        data: Any = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise FetchError(f"{what}: {base_url} is not valid JSON: {exc}") from exc
+    data: Any = pages.json_document(body, base_url, what)
     files = data.get("files") if isinstance(data, dict) else None
     if not isinstance(files, list):
         raise FetchError(f"{what}: {base_url} is not a PEP 691 project page (no files list)")
@@ -151,23 +159,12 @@ def _json_entries(body: bytes, base_url: str, what: str) -> list[_Entry]:
     return out
 
 
-class _Anchors(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.hrefs: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            href = dict(attrs).get("href")
-            if href:
-                self.hrefs.append(href)
-
-
-def _html_entries(text: str, base_url: str) -> list[_Entry]:
-    parser = _Anchors()
-    parser.feed(text)
+def _html_entries(text: str, base_url: str, what: str) -> list[_Entry]:
     out = []
-    for href in parser.hrefs:
+    for attrs in pages.anchors(text, base_url, what):
+        href = attrs.get("href")
+        if not href:
+            continue
         url, fragment = urldefrag(urljoin(base_url, href))
         algo, _, digest = fragment.partition("=")
         filename = unquote(urlsplit(url).path).rsplit("/", 1)[-1]

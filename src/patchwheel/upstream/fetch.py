@@ -13,19 +13,34 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from patchwheel import console
-from patchwheel.errors import FetchError, HashMismatchError, HttpStatusError, UnreachableError
-from patchwheel.http import open_url
+from patchwheel.errors import (
+    FetchError,
+    HashMismatchError,
+    HttpStatusError,
+    RedirectRefusedError,
+    UnreachableError,
+)
+from patchwheel.http import RedirectRule, open_url
 from patchwheel.upstream.cache import CHUNK, Cache, sha256_file
 from patchwheel.upstream.simple_api import IndexFile, project_files
 
 RETRIES = 3
 
 
-def fetch_url(url: str, sha256: str | None, cache: Cache, *, what: str) -> Path:
+def fetch_url(
+    url: str,
+    sha256: str | None,
+    cache: Cache,
+    *,
+    what: str,
+    redirects: RedirectRule | None = None,
+) -> Path:
     """Return the cached artifact at ``url``; download it if absent or corrupt.
 
     ``sha256`` None means "not locked yet": the bytes are hashed and stored under their hash.
-    ``what`` names the input in errors (the pin).
+    ``what`` names the input in errors (the pin). ``redirects``: the rule a redirect of the
+    download must meet before it is followed (besides http(s) only, never down to http): a
+    channel's wheel stays on the channel.
     """
     if sha256:
         cached = _cached(cache, sha256, what)
@@ -35,8 +50,8 @@ def fetch_url(url: str, sha256: str | None, cache: Cache, *, what: str) -> Path:
     last_error: Exception | None = None
     for attempt in range(RETRIES):
         try:
-            return _download(url, sha256, cache, what=what, filename=filename)
-        except HashMismatchError:
+            return _download(url, sha256, cache, what=what, filename=filename, redirects=redirects)
+        except (HashMismatchError, RedirectRefusedError):
             raise
         except FetchError as exc:
             last_error = exc
@@ -81,13 +96,21 @@ def _cached(cache: Cache, sha256: str, what: str) -> Path | None:
     return verified
 
 
-def _download(url: str, sha256: str | None, cache: Cache, *, what: str, filename: str) -> Path:
+def _download(
+    url: str,
+    sha256: str | None,
+    cache: Cache,
+    *,
+    what: str,
+    filename: str,
+    redirects: RedirectRule | None,
+) -> Path:
     digest = hashlib.sha256()
     with cache.writing_blob(sha256) as (out, tmp):
         if urlsplit(url).scheme == "file":
             _copy_local(Path(unquote(urlsplit(url).path)), out, digest, filename)
         else:
-            _copy_http(url, out, digest, filename, what)
+            _copy_http(url, out, digest, filename, what, redirects)
         out.flush()
         actual = digest.hexdigest()
         if sha256 and actual != sha256:
@@ -98,15 +121,24 @@ def _download(url: str, sha256: str | None, cache: Cache, *, what: str, filename
         return cache.store_blob(tmp, actual)
 
 
-def _copy_http(url: str, out: object, digest: hashlib._Hash, filename: str, what: str) -> None:
+def _copy_http(
+    url: str,
+    out: object,
+    digest: hashlib._Hash,
+    filename: str,
+    what: str,
+    redirects: RedirectRule | None,
+) -> None:
     try:
-        with open_url(url) as response:
+        with open_url(url, redirects=redirects) as response:
             total = int(response.headers.get("Content-Length") or 0) or None
             with console.transfer(f"download {filename}", total) as advance:
                 while chunk := response.read(CHUNK):
                     digest.update(chunk)
                     out.write(chunk)  # type: ignore[attr-defined]
                     advance(len(chunk))
+    except RedirectRefusedError as exc:
+        raise RedirectRefusedError(exc.url, exc.location, f"{exc.why} ({what})") from exc
     except (HttpStatusError, UnreachableError) as exc:
         raise FetchError(f"{what}: {exc}") from exc
 

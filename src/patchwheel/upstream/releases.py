@@ -7,21 +7,23 @@ Simple API. The newest release is the highest final version with an sdist (pre-r
 when asked); a variant whose distribution has no wheel of that version for its platform is
 *missing* (upstream did not build it), which the caller answers with the variant's policy.
 
-Index pages are hostile input, as a channel's are: a page larger than :data:`MAX_PAGE` bytes, a
-redirect to another host, an entry of this project whose link names another file, a link that is
-not http(s) (or ``file:`` for a ``file:`` index), downgrades https to http or carries
-credentials, a malformed sha256 or size, or one file listed twice with different hashes is
-refused, naming the page. Links may point to another host (PyPI serves its files from
-files.pythonhosted.org): every file is pinned by the sha256 its index lists, and a download is
-verified against it. A release file the index lists without a sha256 is refused.
+Index pages are hostile input, as a channel's are, read through :mod:`.pages` (at most
+:data:`~patchwheel.upstream.pages.MAX_PAGE` bytes, JSON nested at most
+:data:`~patchwheel.upstream.pages.MAX_DEPTH` deep, checked before parsing): a redirect to another
+host (refused before it is followed), an entry of this project whose link names another file, a
+link that is not http(s) (or ``file:`` for a ``file:`` index), downgrades https to http or
+carries credentials, a malformed sha256 or size, or one file listed twice with different hashes
+is refused, naming the page. Links may point to another host (PyPI serves its files from
+files.pythonhosted.org): every file is pinned by the sha256 its index lists, and a download
+(:mod:`.fetch`, through :func:`patchwheel.http.open_url`) is verified against it; its redirects
+are held to http(s), never from https down to http, and checked before they are followed. A
+release file the index lists without a sha256 is refused.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
@@ -38,12 +40,18 @@ from packaging.version import InvalidVersion, Version
 
 from patchwheel.config.pins import IndexPin
 from patchwheel.config.targets import Project
-from patchwheel.errors import ConfigError, FetchError, HttpStatusError, UnreachableError
-from patchwheel.http import configured_index_urls, open_url
+from patchwheel.errors import (
+    ConfigError,
+    FetchError,
+    HttpStatusError,
+    RedirectRefusedError,
+    UnreachableError,
+)
+from patchwheel.http import RedirectRule, configured_index_urls, open_url
+from patchwheel.upstream import pages
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 ACCEPT = f"{JSON_TYPE}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
-MAX_PAGE = 32 * 1024 * 1024
 MAX_FILE = 8 * 1024**3
 LATEST = "latest"
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -205,12 +213,15 @@ class _Pages:
 def read_page(page_url: str, index: str, name: NormalizedName) -> list[ReleaseFile]:
     """The files of ``name`` one project page lists, every entry checked ([] when it has none)."""
     what = f"index page {page_url}"
+    bounded = f"releases of {name}"  # what pages.* say, before the page's URL
     if urlsplit(page_url).scheme == "file":
-        body, content_type, final_url = _file_page(page_url)
+        body, content_type, final_url = _file_page(page_url, bounded)
     else:
         try:
-            with open_url(page_url, headers={"Accept": ACCEPT}) as response:
-                body = response.read(MAX_PAGE + 1)
+            with open_url(
+                page_url, headers={"Accept": ACCEPT}, redirects=on_index(index)
+            ) as response:
+                body = pages.read_body(response, page_url, bounded)
                 content_type = str(response.headers.get("Content-Type", ""))
                 final_url = response.geturl()
         except HttpStatusError as exc:
@@ -219,16 +230,16 @@ def read_page(page_url: str, index: str, name: NormalizedName) -> list[ReleaseFi
             raise FetchError(f"{what}: {exc}") from exc
         except UnreachableError as exc:
             raise FetchError(f"{what} is unreachable ({exc.cause}); check pip's index-url") from exc
-    if len(body) > MAX_PAGE:
-        raise FetchError(f"{what} is larger than {MAX_PAGE} bytes; refused")
-    base, final = urlsplit(index), urlsplit(final_url)
-    if (final.scheme, final.netloc.lower()) != (base.scheme, base.netloc.lower()):
+        except RedirectRefusedError as exc:
+            raise FetchError(f"{what}: {exc}") from exc
+    if on_index(index)(page_url, final_url) is not None:  # pragma: no cover - refused before
         raise FetchError(f"{what} redirected to {final_url}, off the index {index}; refused")
     try:
         if JSON_TYPE in content_type:
-            raw = _json_entries(body, final_url, what)
+            raw = _json_entries(body, final_url, what, bounded)
         else:
-            raw = _html_entries(body.decode("utf-8", "replace"), final_url)
+            text = body.decode("utf-8", "replace")
+            raw = _html_entries(text, final_url, bounded)
     except ValueError as exc:  # a link urllib cannot read (e.g. a broken IPv6 host)
         raise FetchError(f"{what} lists a link that is not a URL ({exc}); refused") from exc
     out: dict[str, ReleaseFile] = {}
@@ -243,13 +254,31 @@ def read_page(page_url: str, index: str, name: NormalizedName) -> list[ReleaseFi
     return list(out.values())
 
 
-def _file_page(page_url: str) -> tuple[bytes, str, str]:
+def on_index(index: str) -> RedirectRule:
+    """The redirect rule of an index's pages: the Location stays on the index's scheme and host
+    (checked before the redirect is followed; the files they list may lie elsewhere)."""
+    base = urlsplit(index)
+
+    def rule(_source: str, location: str) -> str | None:
+        there = urlsplit(location)
+        if (there.scheme, there.netloc.lower()) == (base.scheme, base.netloc.lower()):
+            return None
+        return f"off the index {index}"
+
+    return rule
+
+
+def _file_page(page_url: str, what: str) -> tuple[bytes, str, str]:
     directory = Path(unquote(urlsplit(page_url).path))
     for name, kind in (("index.json", JSON_TYPE), ("index.html", "text/html")):
         path = directory / name
-        if path.is_file():
-            with path.open("rb") as fh:
-                return fh.read(MAX_PAGE + 1), kind, page_url
+        try:
+            if path.is_file():
+                with path.open("rb") as fh:
+                    body = pages.check_size(fh.read(pages.MAX_PAGE + 1), page_url, what)
+                return body, kind, page_url
+        except OSError as exc:
+            raise FetchError(f"{what}: {page_url} cannot be read ({exc})") from exc
     return b"", "text/html", page_url
 
 
@@ -313,11 +342,8 @@ def _parse_filename(filename: str) -> tuple[NormalizedName, Version, str, tuple[
     return None
 
 
-def _json_entries(body: bytes, base_url: str, what: str) -> list[_Entry]:
-    try:
-        data: Any = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise FetchError(f"{what} is not valid JSON: {exc}") from exc
+def _json_entries(body: bytes, base_url: str, what: str, bounded: str) -> list[_Entry]:
+    data: Any = pages.json_document(body, base_url, bounded)
     files = data.get("files") if isinstance(data, dict) else None
     if not isinstance(files, list):
         raise FetchError(f"{what} is not a PEP 691 project page (no files list)")
@@ -343,21 +369,9 @@ def _json_entries(body: bytes, base_url: str, what: str) -> list[_Entry]:
     return out
 
 
-class _Anchors(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.anchors: list[dict[str, str | None]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            self.anchors.append(dict(attrs))
-
-
-def _html_entries(text: str, base_url: str) -> list[_Entry]:
-    parser = _Anchors()
-    parser.feed(text)
+def _html_entries(text: str, base_url: str, bounded: str) -> list[_Entry]:
     out = []
-    for attrs in parser.anchors:
+    for attrs in pages.anchors(text, base_url, bounded):
         href = attrs.get("href")
         if not href:
             continue

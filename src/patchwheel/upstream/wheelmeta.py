@@ -13,6 +13,7 @@ from urllib.parse import unquote, urlsplit
 
 from patchwheel.errors import FetchError, HttpStatusError, UnreachableError
 from patchwheel.http import open_url
+from patchwheel.upstream import pages
 
 TAIL = 256 * 1024
 
@@ -26,7 +27,7 @@ def remote_metadata(url: str, size: int | None, *, what: str) -> bytes:
     if urlsplit(url).scheme == "file":
         return _member(zipfile.ZipFile(unquote(urlsplit(url).path)), what)
     try:
-        return _get(url + ".metadata", None)
+        return _get(url + ".metadata", None, limit=pages.MAX_PAGE, what=what)
     except HttpStatusError as exc:
         if exc.code != 404:
             raise FetchError(f"{what}: {exc}") from exc
@@ -52,13 +53,17 @@ def _member(zf: zipfile.ZipFile, what: str) -> bytes:
         return zf.read(names[0])
 
 
-def _get(url: str, byte_range: tuple[int, int] | None) -> bytes:
+def _get(
+    url: str, byte_range: tuple[int, int] | None, *, limit: int | None = None, what: str = ""
+) -> bytes:
     headers = {}
     if byte_range is not None:
         headers["Range"] = f"bytes={byte_range[0]}-{byte_range[1]}"
     with open_url(url, headers=headers) as response:
         if byte_range is not None and response.status != 206:
             raise RangeUnsupportedError(url)
+        if limit is not None:  # a metadata file: a page, bounded like one
+            return pages.read_body(response, url, what, limit)
         data: bytes = response.read()
         return data
 

@@ -20,7 +20,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from patchwheel.errors import VerifyError
+from patchwheel.errors import InvalidNameError, VerifyError
 from patchwheel.verify.compare import RTOL
 from patchwheel.verify.gpu import environment, imports
 from patchwheel.verify.gpu.correctness import check_family
@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=True, soft_wrap=True)
     try:
         options = options_from(args, Workspace.at(Path.cwd()))
-    except VerifyError as exc:
+    except (VerifyError, InvalidNameError) as exc:  # a --target that is not a name: exit 2
         console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return exc.exit_status
     return run(options, console)
