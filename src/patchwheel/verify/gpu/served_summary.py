@@ -1,7 +1,8 @@
 """The summary (``.md``) of a served target's GPU report, written from its JSON.
 
-``python -m patchwheel.verify.gpu.served_summary REPORT.json`` writes ``REPORT.md`` beside it;
-the served session writes it after every call. The status is judged again from what the JSON
+``python -m patchwheel.verify.gpu.served_summary REPORT.json`` writes ``REPORT.md`` beside it
+(the served session writes it after every call); ``--readme README.md REPORT.json`` rewrites
+README's served GPU block from it. The status is judged again from what the JSON
 holds (:func:`judge`), so a report written by an older session
 that called an interrupted run "passed" is summarised truthfully; the JSON stays as written.
 """
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from patchwheel import atomic
+from patchwheel.errors import VerifyError
 
 
 def judge(report: dict[str, Any], errors: list[str], *, interrupted: bool = False) -> str:
@@ -121,9 +123,34 @@ def _throughput(figures: dict[str, Any] | None) -> list[str]:
     ]
 
 
+START = "<!-- verify-gpu-served -->"
+END = "<!-- /verify-gpu-served -->"
+
+
+def rewrite_readme(report_path: Path, readme: Path) -> None:
+    """README's served GPU block (between START and END) from the report, headings demoted."""
+    report = json.loads(report_path.read_text("utf-8"))
+    text = readme.read_text("utf-8")
+    head, start, rest = text.partition(START)
+    _, end, tail = rest.partition(END)
+    if not (start and end):
+        raise VerifyError(f"{readme} has no {START} … {END} block to rewrite")
+    lines = summary(report).splitlines()
+    body = [("#" + line if line.startswith("## ") else line) for line in lines[1:]]
+    title = f"From `{report_path.as_posix()}` ({lines[0].removeprefix('# verify-gpu: ')}):"
+    block = "\n".join([title, *body]).strip()
+    atomic.write_text(readme, f"{head}{START}\n{block}\n{END}{tail}")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Write REPORT.md beside each REPORT.json given."""
-    for name in argv if argv is not None else sys.argv[1:]:
+    """Write REPORT.md beside each REPORT.json given; ``--readme README.md REPORT.json``
+    rewrites README's served GPU block from one report instead."""
+    args = list(argv if argv is not None else sys.argv[1:])
+    if args[:1] == ["--readme"] and len(args) == 3:
+        rewrite_readme(Path(args[2]), Path(args[1]))
+        print(f"{args[1]}: served GPU block from {args[2]}")
+        return 0
+    for name in args:
         path = Path(name)
         report = json.loads(path.read_text("utf-8"))
         atomic.write_text(path.with_suffix(".md"), summary(report))
