@@ -13,7 +13,7 @@ import pytest
 from patchwheel.errors import VerifyError
 from patchwheel.verify.gpu import report
 from patchwheel.verify.gpu.options import GpuOptions
-from patchwheel.verify.gpu.served import _loss, gpu_plan, is_served, served_wheels
+from patchwheel.verify.gpu.served import _loss, gpu_plan, is_served, learned, served_wheels
 from tests import support
 from tests.verify.test_gpu import write_manifest
 
@@ -94,3 +94,22 @@ def test_a_served_target_refuses_without_a_gpu(
     assert proc.returncode == 1
     assert "no CUDA GPU is visible" in proc.stderr and "Traceback" not in proc.stderr
     assert not (target / report.REPORT_NAME).exists()
+
+
+def test_training_is_judged_on_the_same_batches_seen_again() -> None:
+    # Three passes over four batches: the last pass's mean below the first's.
+    assert learned([4.0, 4.2, 3.9, 4.1, 3.5, 3.6, 3.4, 3.5, 3.0, 3.1, 2.9, 3.0], 12) is None
+    # The 2026-12-04 H200 run: one pass of 4 of 12 planned steps; one batch against another.
+    run = [3.8704, 4.1247, 3.6900, 3.8996]
+    assert learned(run, 12) == "4 of 12 planned steps logged a loss (3 or more needed)"
+    flat = [4.0, 4.2, 3.9, 4.1, 4.0, 4.1, 4.2, 4.3, 4.1, 4.2, 4.0, 4.3]
+    assert "not below the first third's" in str(learned(flat, 12))
+    assert "not finite" in str(learned([4.0, float("nan"), 3.0], 3))
+
+
+def test_training_runs_its_planned_steps(served_build: tuple[Path, Path]) -> None:
+    target, _house = served_build
+    training = gpu_plan(options(target, train_epochs=4), "llama", "training")
+    args = training.train_args("/m", "/d", "/s", "/o")
+    assert args[args.index("--max-steps") + 1] == "12"
+    assert int(args[args.index("--epochs") + 1]) >= 12  # one step per epoch is the least

@@ -158,10 +158,31 @@ def _training(
         return [f"training: {exc}"]
     steps = ((result.pipeline or {}).get("train") or {}).get("steps", [])
     losses = [value for value in map(_loss, steps) if value is not None]
-    passed = bool(losses) and all(math.isfinite(v) for v in losses) and losses[-1] < losses[0]
-    report["training"] = {"served": result.to_json(), "losses": losses, "passed": passed}
+    verdict = learned(losses, plan.train_steps)
+    report["training"] = {
+        "served": result.to_json(),
+        "losses": losses,
+        "passed": verdict is None,
+        **({"judged": verdict} if verdict else {}),
+    }
     console.print(f"training: {len(steps)} steps, loss {losses[:1]} -> {losses[-1:]}")
-    return [] if passed else [f"training did not lower a finite loss: {losses}"]
+    return [] if verdict is None else [f"training: {verdict}"]
+
+
+def learned(losses: list[float], planned: int) -> str | None:
+    """None when the trainer learned: every planned step logged a finite loss and the mean
+    of the last third of the steps is below the mean of the first third (with three or more
+    passes over the same few batches, the same batches on both sides); else why not. One
+    step's loss against another's compares different batches and says nothing."""
+    if len(losses) < planned or planned < 3:
+        return f"{len(losses)} of {planned} planned steps logged a loss (3 or more needed)"
+    if not all(math.isfinite(v) for v in losses):
+        return f"a loss is not finite: {losses}"
+    third = len(losses) // 3
+    first, last = sum(losses[:third]) / third, sum(losses[-third:]) / third
+    if last < first:
+        return None
+    return f"the last third's mean loss {last:.4f} is not below the first third's {first:.4f}"
 
 
 def _loss(step: dict[str, Any]) -> float | None:

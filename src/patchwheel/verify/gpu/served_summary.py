@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,7 @@ def summary(report: dict[str, Any]) -> str:
         lines.append(
             f"passed: {training.get('passed', False)}; losses: {training.get('losses', [])}; "
             f"error: {' '.join(error) or '-'}"
+            + (f"; judged: {training['judged']}" if training.get("judged") else "")
         )
     lines += ["", "## Runs", ""]
     for run in report.get("runs") or []:
@@ -127,28 +129,42 @@ START = "<!-- verify-gpu-served -->"
 END = "<!-- /verify-gpu-served -->"
 
 
-def rewrite_readme(report_path: Path, readme: Path) -> None:
-    """README's served GPU block (between START and END) from the report, headings demoted."""
-    report = json.loads(report_path.read_text("utf-8"))
+def _block(report_path: Path) -> list[str]:
+    """One report's summary for README: its title line, then its sections a level lower."""
+    lines = summary(json.loads(report_path.read_text("utf-8"))).splitlines()
+    body = [("#" + line if line.startswith("## ") else line) for line in lines[1:]]
+    title = f"From `{report_path.as_posix()}` ({lines[0].removeprefix('# verify-gpu: ')}):"
+    return [title, *body]
+
+
+def rewrite_readme(report_paths: Sequence[Path], readme: Path) -> None:
+    """README's served GPU block (between START and END) from the reports, one after the
+    other in the order given (newest first: a later run of another build of the same target
+    need not repeat the stages an earlier one measured), headings demoted."""
+    if not report_paths:
+        raise VerifyError("served_summary --readme needs at least one report")
     text = readme.read_text("utf-8")
     head, start, rest = text.partition(START)
     _, end, tail = rest.partition(END)
     if not (start and end):
         raise VerifyError(f"{readme} has no {START} … {END} block to rewrite")
-    lines = summary(report).splitlines()
-    body = [("#" + line if line.startswith("## ") else line) for line in lines[1:]]
-    title = f"From `{report_path.as_posix()}` ({lines[0].removeprefix('# verify-gpu: ')}):"
-    block = "\n".join([title, *body]).strip()
+    lines: list[str] = []
+    for path in report_paths:
+        lines += [*_block(path), ""]
+    block = "\n".join(lines).strip()
     atomic.write_text(readme, f"{head}{START}\n{block}\n{END}{tail}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write REPORT.md beside each REPORT.json given; ``--readme README.md REPORT.json``
-    rewrites README's served GPU block from one report instead."""
+    """Write REPORT.md beside each REPORT.json given; ``--readme README.md REPORT.json
+    [EARLIER.json …]`` rewrites README's served GPU block from those reports instead."""
     args = list(argv if argv is not None else sys.argv[1:])
-    if args[:1] == ["--readme"] and len(args) == 3:
-        rewrite_readme(Path(args[2]), Path(args[1]))
-        print(f"{args[1]}: served GPU block from {args[2]}")
+    if args[:1] == ["--readme"]:
+        if len(args) < 3:
+            print("usage: served_summary --readme README.md REPORT.json [EARLIER.json …]")
+            return 2
+        rewrite_readme([Path(a) for a in args[2:]], Path(args[1]))
+        print(f"{args[1]}: served GPU block from {', '.join(args[2:])}")
         return 0
     for name in args:
         path = Path(name)

@@ -126,14 +126,18 @@ def loaders(args: argparse.Namespace, model: Any, preprocess: Any) -> tuple[Any,
 
 
 def forward(args: argparse.Namespace, model: Any, batch: dict[str, Any]) -> dict[str, Any]:
-    """The draft's forward on one batch, under the trainer's autocast (on the CPU)."""
+    """The draft's forward on one batch, under the trainer's autocast, on the device the
+    trainer would use (a GPU where there is one: the draft on the CPU of a GPU machine runs
+    its compiled attention through the CPU backend, minutes for nothing)."""
     import torch
     from speculators.model import SpeculatorModel
 
     model_class = SpeculatorModel.registry[args.speculator_type]
     train_kwargs, _val_kwargs = model_class.get_trainer_kwargs(**vars(args))
-    tensors = {k: v for k, v in batch.items() if isinstance(v, torch.Tensor)}
-    with torch.no_grad(), torch.autocast("cpu", dtype=getattr(torch, args.hidden_states_dtype)):
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model.to(device)
+    tensors = {k: v.to(device) for k, v in batch.items() if isinstance(v, torch.Tensor)}
+    with torch.no_grad(), torch.autocast(device, dtype=getattr(torch, args.hidden_states_dtype)):
         _draft_tokens, loss, metrics = model(**tensors, **train_kwargs)
     value = float(loss.float().item())
     return {

@@ -117,5 +117,9 @@ class ServedPlan:
         if self.loss_implementation:
             args += ["--loss-implementation", self.loss_implementation]
         if self.train_steps:
-            args += ["--max-steps", str(self.train_steps), "--epochs", "1", "--log-freq", "1"]
+            # --max-steps ends the run (and sets the LR schedule's length); --epochs only has to
+            # allow that many steps. "--epochs 1" stopped the 2026-12-04 H200 run after one
+            # pass of 4 batches of its 12 steps, so no batch was seen twice.
+            epochs = str(self.train_steps)
+            args += ["--max-steps", str(self.train_steps), "--epochs", epochs, "--log-freq", "1"]
         return args
