@@ -6,6 +6,7 @@ module for its neighbours (Python puts the script's folder first on ``sys.path``
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -69,3 +70,30 @@ def test_every_script_answers_help_from_a_fresh_clone(clone: Path) -> None:
         if result.returncode != 0 or "usage:" not in result.stdout:
             failed[name] = (result.returncode, result.stderr[-2000:])
     assert not failed, failed
+
+
+def test_the_ci_benchmark_reads_pytest_and_nox_as_they_print() -> None:
+    spec = importlib.util.spec_from_file_location(
+        "ci_run", support.REPO_ROOT / "benchmarks" / "ci_run.py"
+    )
+    assert spec and spec.loader
+    ci_run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ci_run)
+    output = "\n".join([
+        "nox > Session lint was successful in 40 seconds.",
+        "SKIPPED [2] tests/verify/test_kill.py:88: opt-in: PATCHWHEEL_KILL_ALL=1",
+        "===== 651 passed, 2 skipped, 1 warning in 1700.50s (0:28:20) =====",
+    ])  # fmt: skip
+    found = ci_run.figures(output)
+    assert found["counts"] == {"passed": 651, "skipped": 2}
+    assert found["tests"] == 653 and found["pytest_s"] == 1700.5 and found["lint_passed"]
+    assert found["skipped_reasons"] == ["2 x opt-in: PATCHWHEEL_KILL_ALL=1"]
+    row = ci_run.row(
+        {**found, "wall_s": 1735.2, "date": "2026-12-04", "commit": "abcdef0123", "returncode": 0}
+    )
+    assert "653 tests in 28 min 55 s on 2026-12-04 at `abcdef0`, exit 0, lint passed" in row
+    assert "(651 passed, 2 skipped; skipped: 2 x opt-in" in row and row.endswith(
+        "< 90 min <!-- ci-row --> |"
+    )
+    failing = ci_run.figures("===== 3 failed, 650 passed in 10.00s =====")
+    assert failing["counts"] == {"failed": 3, "passed": 650} and not failing["lint_passed"]
