@@ -13,7 +13,14 @@ import pytest
 from patchwheel.errors import VerifyError
 from patchwheel.verify.gpu import report
 from patchwheel.verify.gpu.options import GpuOptions
-from patchwheel.verify.gpu.served import _loss, gpu_plan, is_served, learned, served_wheels
+from patchwheel.verify.gpu.served import (
+    _loss,
+    gpu_plan,
+    is_served,
+    learned,
+    served_wheels,
+    throughput_plan,
+)
 from tests import support
 from tests.verify.test_gpu import write_manifest
 
@@ -113,3 +120,14 @@ def test_training_runs_its_planned_steps(served_build: tuple[Path, Path]) -> Non
     args = training.train_args("/m", "/d", "/s", "/o")
     assert args[args.index("--max-steps") + 1] == "12"
     assert int(args[args.index("--epochs") + 1]) >= 12  # one step per epoch is the least
+
+
+def test_the_served_throughput_runs_with_the_prefill_sides_token_budget(
+    served_build: tuple[Path, Path],
+) -> None:
+    target, _house = served_build
+    opts = options(target)
+    plan = throughput_plan(opts)
+    args = list(plan.serve_args)
+    assert args[args.index("--max-num-batched-tokens") + 1] == str(opts.max_num_batched_tokens)
+    assert plan.concurrency == opts.prompts and plan.max_model_len == opts.prompt_len + 8

@@ -195,6 +195,29 @@ def _loss(step: dict[str, Any]) -> float | None:
     return None
 
 
+def throughput_plan(options: GpuOptions) -> ServedPlan:
+    """The served throughput's server: the generator's layers (throughput.py: 2, L/2, L-3, L-1
+    of decoder layers) in vLLM's ids (id k is the output of decoder layer k-1; the launcher
+    appends L), the same bytes; the prefill side's token budget per engine step (vLLM's
+    server default is 8192 on the H200, the prefill side runs with 16384), so that the ratio
+    compares the paths and not their settings."""
+    layers = BENCH_SPEC.num_layers
+    return ServedPlan(
+        spec=BENCH_SPEC,
+        target_layer_ids=(3, layers // 2 + 1, layers - 2),
+        dtype=options.dtype,
+        max_model_len=options.prompt_len + 8,
+        seq_length=options.prompt_len + 8,
+        concurrency=options.prompts,
+        connectors=(ConnectorRun("example", "file", train=True, validate=False),),
+        serve_args=(
+            "--tensor-parallel-size", str(options.tp),
+            "--gpu-memory-utilization", "0.8",
+            "--max-num-batched-tokens", str(options.max_num_batched_tokens),
+        ),
+    )  # fmt: skip
+
+
 def _throughput(
     options: GpuOptions, runtime: Runtime, report: dict[str, Any], console: Console
 ) -> list[str]:
@@ -211,19 +234,7 @@ def _throughput(
     with data.open("w", encoding="utf-8") as handle:
         for ids in prompts_of({"random_prompts": random_prompts}):
             handle.write(json.dumps({"input_ids": ids, "loss_mask": [1] * len(ids)}) + "\n")
-    # The generator's layers (throughput.py: 2, L/2, L-3, L-1 of decoder layers) in vLLM's
-    # ids (id k is the output of decoder layer k-1; the launcher appends L): the same bytes.
-    layers = BENCH_SPEC.num_layers
-    plan = ServedPlan(
-        spec=BENCH_SPEC,
-        target_layer_ids=(3, layers // 2 + 1, layers - 2),
-        dtype=options.dtype,
-        max_model_len=options.prompt_len + 8,
-        seq_length=options.prompt_len + 8,
-        concurrency=options.prompts,
-        connectors=(ConnectorRun("example", "file", train=True, validate=False),),
-        serve_args=("--tensor-parallel-size", str(options.tp), "--gpu-memory-utilization", "0.8"),
-    )
+    plan = throughput_plan(options)
     env = _env(runtime)
     python = Path(runtime.python)
     prepared = work / "prepared"
@@ -260,6 +271,7 @@ def _throughput(
         "layer_ids": plan.served_layer_ids,
         "decoder_layers": plan.decoder_layers,
         "tokens_to_files": figures,
+        "server_args": list(plan.serve_args),
         "llm_generate_prefill": prefill,
         "ratio_vs_prefill": round(figures["tokens_per_s"] / prefill["tokens_per_s"], 3),
         "startup_vs_prefill": {
