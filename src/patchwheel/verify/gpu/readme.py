@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from patchwheel.errors import VerifyError
+from patchwheel.verify import readme_block
 from patchwheel.verify.gpu.report import check_schema, markdown_summary
 
 START = "<!-- verify-gpu -->"
@@ -31,13 +32,8 @@ def block(report: Path, shown_as: str) -> str:
 
 def rewrite(reports: list[Path], readme: Path) -> None:
     """Replace README's verify-gpu block with the reports' summaries, in the order given."""
-    text = readme.read_text(encoding="utf-8")
-    head, start, rest = text.partition(START)
-    _, end, tail = rest.partition(END)
-    if not (start and end):
-        raise VerifyError(f"{readme} has no {START} … {END} block to rewrite")
     blocks = "\n\n".join(block(report, report.as_posix()) for report in reports)
-    readme.write_text(f"{head}{START}\n{blocks}\n{END}{tail}", encoding="utf-8")
+    readme_block.replace(readme, START, END, blocks)
 
 
 def main(argv: list[str] | None = None) -> int:

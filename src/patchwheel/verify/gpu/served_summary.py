@@ -17,6 +17,7 @@ from typing import Any
 
 from patchwheel import atomic
 from patchwheel.errors import VerifyError
+from patchwheel.verify import readme_block
 
 
 def judge(report: dict[str, Any], errors: list[str], *, interrupted: bool = False) -> str:
@@ -143,16 +144,10 @@ def rewrite_readme(report_paths: Sequence[Path], readme: Path) -> None:
     need not repeat the stages an earlier one measured), headings demoted."""
     if not report_paths:
         raise VerifyError("served_summary --readme needs at least one report")
-    text = readme.read_text("utf-8")
-    head, start, rest = text.partition(START)
-    _, end, tail = rest.partition(END)
-    if not (start and end):
-        raise VerifyError(f"{readme} has no {START} … {END} block to rewrite")
     lines: list[str] = []
     for path in report_paths:
         lines += [*_block(path), ""]
-    block = "\n".join(lines).strip()
-    atomic.write_text(readme, f"{head}{START}\n{block}\n{END}{tail}")
+    readme_block.replace(readme, START, END, "\n".join(lines).strip())
 
 
 def main(argv: list[str] | None = None) -> int:

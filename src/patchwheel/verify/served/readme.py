@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from patchwheel.errors import VerifyError
+from patchwheel.verify import readme_block
 from patchwheel.verify.served.report import read_served_report
 
 START = "<!-- verify-served -->"
@@ -81,13 +82,7 @@ def block(data: dict[str, Any]) -> str:
 
 def rewrite(report: Path, readme: Path) -> None:
     """Replace README's verify-served block with the report's figures."""
-    text = readme.read_text(encoding="utf-8")
-    head, start, rest = text.partition(START)
-    _, end, tail = rest.partition(END)
-    if not (start and end):
-        raise VerifyError(f"{readme} has no {START} … {END} block to rewrite")
-    data = read_served_report(report)
-    readme.write_text(f"{head}{START}\n{block(data)}\n{END}{tail}", encoding="utf-8")
+    readme_block.replace(readme, START, END, block(read_served_report(report)))
 
 
 def main(argv: list[str] | None = None) -> int:
