@@ -7,8 +7,8 @@ from pathlib import Path
 
 from patchwheel import console
 from patchwheel.cli import _context
-from patchwheel.errors import ConfigError
-from patchwheel.wheelhouse.join import split_dir
+from patchwheel.errors import ConfigError, InvalidNameError
+from patchwheel.wheelhouse.join import PartsError, UnsafeNameError, split_dir
 
 
 def register(sub: _context.SubParsers) -> None:
@@ -30,7 +30,12 @@ def run(args: argparse.Namespace) -> int:
     if not directory.is_dir():
         raise ConfigError(f"{directory} is not a folder")
     size = _context.size(args.size)
-    names = split_dir(directory, size, names=list(args.files) or None)
+    try:
+        names = split_dir(directory, size, names=list(args.files) or None)
+    except UnsafeNameError as exc:
+        raise InvalidNameError(str(exc)) from exc
+    except PartsError as exc:
+        raise ConfigError(str(exc)) from exc
     missing = sorted(set(args.files) - set(names) - {p.name for p in directory.iterdir()})
     if missing:
         raise ConfigError(f"{directory}: no file(s) {', '.join(missing)}")
