@@ -88,8 +88,9 @@ class IndexServer:
         host: str = "127.0.0.1",
         port: int = 0,
         log: Callable[[str], None] | None = None,
+        timeout: float = TIMEOUT_S,
     ) -> None:
-        handler = _handler(root.resolve(), log)
+        handler = _handler(root.resolve(), log, timeout)
         self.httpd = _BoundedServer((host, port), handler, log)
         bound_host, bound_port = self.httpd.server_address[:2]
         self.url = f"http://{_url_host(str(bound_host))}:{bound_port}/"
@@ -168,10 +169,10 @@ def _url_host(host: str) -> str:
 
 
 def _handler(
-    root: Path, log: Callable[[str], None] | None
+    root: Path, log: Callable[[str], None] | None, idle_s: float
 ) -> type[http.server.SimpleHTTPRequestHandler]:
     class Handler(http.server.SimpleHTTPRequestHandler):
-        timeout = TIMEOUT_S
+        timeout = idle_s  # per connection: an idle or slow client is disconnected
 
         def __init__(self, *args: object, **kwargs: object) -> None:
             super().__init__(*args, directory=str(root), **kwargs)  # type: ignore[arg-type]
