@@ -6,7 +6,7 @@ import argparse
 
 from patchwheel import console
 from patchwheel.cli import _context
-from patchwheel.errors import PublishError
+from patchwheel.errors import ConfigError, PublishError
 from patchwheel.index.serve import TIMEOUT_S, IndexServer
 
 
@@ -29,6 +29,8 @@ def register(sub: _context.SubParsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Serve until interrupted."""
+    if not args.timeout > 0:
+        raise ConfigError(f"--timeout {args.timeout}: give a number of seconds above 0")
     workspace = _context.workspace(args)
     build = workspace.build
     if not workspace.index_dir.is_dir():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rich.markup import escape
+
 from patchwheel import console
 from patchwheel.cli import _context
 from patchwheel.errors import ConfigError, InvalidNameError
@@ -40,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         raise ConfigError(f"{directory}: no file(s) {', '.join(missing)}")
     for name in names:
-        console.status(f"split {name}")
+        console.status(escape(f"split {name}"))
     console.status(
         f"{len(names)} file(s) split into parts of at most {size} bytes in {directory}; "
         "join there with `python3 join.py` (or `patchwheel join DIR`)"

@@ -168,7 +168,10 @@ def read_installed(path: Path) -> Installed:
             f"--installed {path}: no such file; on the destination run "
             "`python3 -m pip list --format=freeze > installed.txt` and copy it here"
         )
-    text = path.read_text("utf-8", errors="replace")
+    try:
+        text = path.read_text("utf-8", errors="replace")
+    except OSError as exc:
+        raise ConfigError(f"--installed {path}: cannot be read ({exc.strerror})") from exc
     pairs = _json_pairs(text, path) if text.lstrip().startswith("[") else _freeze_pairs(text, path)
     packages: dict[NormalizedName, Version | None] = {}
     display: dict[NormalizedName, str] = {}
