@@ -14,6 +14,7 @@ from rich.markup import escape
 
 from patchwheel import console
 from patchwheel.index import outputs
+from patchwheel.portable import portable, roots
 from patchwheel.rebase import replay
 from patchwheel.rebase.finish import report_files
 from patchwheel.rebase.state import load as load_rebase
@@ -186,6 +187,8 @@ def _next_after_checks(state: RollState, checks: Checks) -> list[str]:
 def _write(
     workspace: Workspace, name: str, data: dict[str, Any], extra: dict[str, bytes]
 ) -> list[Path]:
+    # No path of this machine in a report: the checkout's relative, the cache's by name.
+    data = portable(data, roots(workspace.patches.parent))
     files = {
         **extra,
         roll_report.REPORT_MD: roll_report.markdown(data).encode("utf-8"),
