@@ -26,9 +26,13 @@ def status(report: Report) -> str:
 
 
 def title(report: Report) -> str:
-    data = report.data
+    """Target, generation, vLLM version and tensor parallel size (the run's group), day."""
+    _, generation, vllm, tp = report.group
     day = report.started[:10]
-    return f"GPU, {data.get('target')} ({report.generation} generation), {day}"
+    return (
+        f"GPU, {report.data.get('target')} ({generation} generation, vLLM {vllm}, "
+        f"TP {tp.removeprefix('tp')}), {day}"
+    )
 
 
 def body(report: Report) -> list[str]:

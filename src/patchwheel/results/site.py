@@ -49,8 +49,10 @@ def _status(report: Report) -> str:
     if report.kind in ("cpu", "roll"):
         return str(data.get("status"))
     if report.kind == "bisect":
-        return f"{len(data.get('flips') or [])} finding changes located"
-    return "figures"
+        flips = len(data.get("flips") or [])
+        return f"{flips} change{'' if flips == 1 else 's'} of a finding located"
+    records = len(data) if isinstance(data, list) else 1
+    return f"{records} record{'' if records == 1 else 's'} of figures"
 
 
 def _body(report: Report, root: Path) -> list[str]:
