@@ -31,4 +31,8 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
 def demote_title(summary: str) -> list[str]:
     """A summary's lines without its own ``# title`` (the page has its own)."""
     lines = summary.rstrip("\n").splitlines()
-    return lines[1:] if lines and lines[0].startswith("# ") else lines
+    if lines and lines[0].startswith("# "):
+        lines = lines[1:]
+    while lines and not lines[0].strip():
+        lines = lines[1:]
+    return lines
