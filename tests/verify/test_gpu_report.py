@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -17,7 +16,7 @@ from patchwheel.errors import VerifyError
 from patchwheel.verify import speed
 from patchwheel.verify.compare import Extracted, compare_all
 from patchwheel.verify.families import FAMILIES, FamilySpec
-from patchwheel.verify.gpu import correctness, options, readme, report, throughput
+from patchwheel.verify.gpu import correctness, options, report, throughput
 from patchwheel.verify.gpu.install import Runtime
 from patchwheel.verify.gpu.report import GpuReport, check_schema, markdown_summary
 from patchwheel.verify.plan import VerifyPlan
@@ -286,17 +285,6 @@ def test_profile_names_of_c_methods_are_plain() -> None:
     assert speed._plain_name("<built-in method torch.cuda.synchronize>") == "synchronize"
     assert speed._plain_name("<built-in method synchronize>") == "synchronize"
     assert speed._plain_name("collective_rpc") == "collective_rpc"
-
-
-def test_readme_gpu_block_is_the_committed_reports_rendering() -> None:
-    """README's GPU figures are written by `python -m patchwheel.verify.gpu.readme` from the
-    committed report they name, never typed."""
-    root = Path(__file__).resolve().parents[2]
-    text = (root / "README.md").read_text("utf-8")
-    shown = text.split(readme.START, 1)[1].split(readme.END, 1)[0].strip()
-    names = re.findall(r"^From `([^`]+)`", shown, re.M)
-    assert names and all(n.startswith("reports/gpu/") and (root / n).is_file() for n in names)
-    assert shown == "\n\n".join(readme.block(root / n, n) for n in names)
 
 
 def test_each_timed_side_starts_with_empty_compilation_caches_of_its_own(tmp_path: Path) -> None:

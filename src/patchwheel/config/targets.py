@@ -67,10 +67,10 @@ from patchwheel.workspace import check_name, check_target_name
 BuildKind = Literal["source", "overlay"]
 MissingPolicy = Literal["keep", "drop"]
 MISSING_POLICIES: tuple[MissingPolicy, ...] = ("keep", "drop")
-# Which way the target's speculators extracts hidden states (README "Targets"): "generator"
-# (speculators 0.3.0 drives vLLM's engine pieces itself) or "served" (speculators >= 0.5:
-# `vllm serve` with vLLM's extract_hidden_states method and a KV connector, speculators'
-# client over HTTP). Verification runs the target's path.
+# Which way the target's speculators extracts hidden states (docs/explanation/generations.md):
+# "generator" (speculators 0.3.0 drives vLLM's engine pieces itself) or "served"
+# (speculators >= 0.5: `vllm serve` with vLLM's extract_hidden_states method and a KV
+# connector, speculators' client over HTTP). Verification runs the target's path.
 Generation = Literal["generator", "served"]
 GENERATIONS: tuple[Generation, ...] = ("generator", "served")
 DEFAULT_PLATFORM = "x86_64"

@@ -107,7 +107,7 @@ def verify_gpu(options: GpuOptions, console: Console | None = None) -> GpuReport
     finally:
         if errors:
             report.error = "; ".join(errors)
-        write_report(report, options.report_path, started)
+        write_report(report, options.report_path, started, options.report_roots())
     if errors:
         raise VerifyError(report.error or "; ".join(errors))
     return report
@@ -128,7 +128,7 @@ def _training(
     except VerifyError as exc:
         report.training = {"error": str(exc), "passed": False}
         raise
-    write_report(report, options.report_path, started)
+    write_report(report, options.report_path, started, options.report_roots())
     if not report.training["passed"]:
         raise VerifyError(
             "training did not lower the loss (or it is not finite): "
@@ -213,7 +213,7 @@ def _correctness(
             console.print(f"[bold red]{family} could not be checked:[/] {escape(str(exc))}")
             continue
         report.families.append(result)
-        write_report(report, options.report_path, started)
+        write_report(report, options.report_path, started, options.report_roots())
         ora, tra = result["extraction_vs_vllm_oracle"], result["extraction_vs_transformers"]
         console.print(
             f"{family} (TP {options.tp}): vs vLLM oracle "
