@@ -65,6 +65,6 @@ def test_declared_gpus_and_a_module_built_for_fewer(tmp_path: Path) -> None:
 def test_bad_gpu_settings_are_refused_naming_the_file_and_the_fix(
     tmp_path: Path, extra: str, needle: str
 ) -> None:
-    with pytest.raises(ConfigError, match="target.toml") as info:
+    with pytest.raises(ConfigError, match=r"target\.toml") as info:
         target(tmp_path, extra)
     assert needle in str(info.value)

@@ -30,7 +30,9 @@ def archs(*names: str) -> list:
         ("compute_90a", 9, 0, "a"),
     ],
 )
-def test_names_parse_to_compute_capabilities(text: str, major: int, minor: int, suffix: str) -> None:
+def test_names_parse_to_compute_capabilities(
+    text: str, major: int, minor: int, suffix: str
+) -> None:
     arch = parse(text)
     assert (arch.major, arch.minor, arch.suffix) == (major, minor, suffix)
     assert arch.name == text.replace("compute_", "sm_")

@@ -60,6 +60,5 @@ def recorded(existing: Manifest, target: Target) -> bool:
 def from_manifest(wheels: Sequence[WheelEntry]) -> list[kernels.WheelKernels | None]:
     """The kernels a manifest recorded, per wheel."""
     return [
-        kernels.WheelKernels.from_json(w.kernels) if w.kernels is not None else None
-        for w in wheels
+        kernels.WheelKernels.from_json(w.kernels) if w.kernels is not None else None for w in wheels
     ]

@@ -8,8 +8,8 @@ from rich.table import Table
 
 from patchwheel import console
 from patchwheel.building.run import BuildReport, build_target
-from patchwheel.kernels import render
 from patchwheel.cli import _context
+from patchwheel.kernels import render
 from patchwheel.workspace import Workspace
 
 

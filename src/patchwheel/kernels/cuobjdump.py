@@ -62,7 +62,9 @@ def locate() -> Path:
             path = Path(str(dist.locate_file(file)))
             if path.is_file() and os.access(path, os.X_OK):
                 return path
-            raise ToolMissingError(f"{path}: {DISTRIBUTION}'s cuobjdump is missing or not executable")
+            raise ToolMissingError(
+                f"{path}: {DISTRIBUTION}'s cuobjdump is missing or not executable"
+            )
     raise ToolMissingError(
         f"{DISTRIBUTION} {dist.version} installs no bin/cuobjdump (its RECORD lists none): "
         f"reinstall it (`pip install --force-reinstall {DISTRIBUTION}`)"

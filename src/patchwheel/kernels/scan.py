@@ -106,9 +106,7 @@ def scan_wheel(wheel: Path, sha256: str, cache: Cache, *, filename: str = "") ->
     record = cache.root / "kernels" / f"{sha256}.json"
     cached = _cached(record, sha256)
     if cached is not None:
-        return WheelKernels(
-            filename, sha256, cached.modules, cached.shared_objects, cached.scanner
-        )
+        return WheelKernels(filename, sha256, cached.modules, cached.shared_objects, cached.scanner)
     start = time.monotonic()
     try:
         archive = zipfile.ZipFile(wheel)
