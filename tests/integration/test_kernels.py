@@ -51,17 +51,21 @@ def test_a_target_asking_for_a_gpu_no_module_carries_fails_naming_it(
 ) -> None:
     root = tmp_path / "root"
     copy_tree(default_build.root / "patches", root / "patches")
-    toml = root / "patches" / default_build.target / "target.toml"
+    name = default_build.target
+    args = ("build", "--target", name, "--no-audit")
+    first = support.patchwheel(root, *args, cache=default_build.cache)
+    assert first.returncode == 0, first.stderr[-3000:]
+    manifest = root / "build" / name / "manifest.json"
+    before = manifest.read_bytes()
+    toml = root / "patches" / name / "target.toml"
     toml.write_text('gpu-archs = ["sm_90", "sm_70"]\n' + toml.read_text())
 
-    result = support.patchwheel(
-        root, "build", "--target", default_build.target, "--no-audit", cache=default_build.cache
-    )
+    result = support.patchwheel(root, *args, cache=default_build.cache)
 
     assert result.returncode == 1, result.stderr[-3000:]
     said = re.sub(r"\s+", " ", result.stderr)
     assert f"{CORE} (vllm-0.32.0" in said and "cannot run on sm_70" in said
     assert "cannot run on sm_90" not in said
-    assert f"gpu-archs in patches/{default_build.target}/target.toml" in said
+    assert f"gpu-archs in patches/{name}/target.toml" in said
     assert "Traceback" not in result.stderr
-    assert not (root / "build" / default_build.target).exists()  # nothing written
+    assert manifest.read_bytes() == before  # the last good build is left as it was
