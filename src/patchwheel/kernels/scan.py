@@ -3,7 +3,8 @@
 Each shared object of the wheel is streamed out of the zip into a temp folder of the cache (a
 vLLM wheel is 300-500 MB; only ``.so`` members are written, one at a time) and read by
 cuobjdump. The result is cached by the wheel's sha256 (``kernels/<sha256>.json`` in the cache),
-so an unchanged build reads nothing again.
+so an unchanged build reads nothing again (a wheel without shared objects is not recorded:
+listing its members is all it costs).
 """
 
 from __future__ import annotations
@@ -112,25 +113,24 @@ def scan_wheel(wheel: Path, sha256: str, cache: Cache, *, filename: str = "") ->
         archive = zipfile.ZipFile(wheel)
     except (OSError, zipfile.BadZipFile) as exc:
         raise BuildError(f"{wheel}: cannot read it as a wheel ({exc})") from exc
-    with archive, cache.staging_dir("kernels") as work:
+    with archive:
         members = [i for i in archive.infolist() if not i.is_dir() and is_shared_object(i.filename)]
-        if members:
-            console.status(f"reading the CUDA kernels of {filename}: {len(members)} shared objects")
+        if not members:  # nothing to read: nothing worth caching
+            return WheelKernels(filename, sha256, (), 0, "")
+        console.status(f"reading the CUDA kernels of {filename}: {len(members)} shared objects")
         modules = []
-        for info in members:
-            listing = _read_member(archive, info, work / "module.so")
-            if listing is not None:
-                sass = tuple(a.name for a in listing.sass)
-                modules.append(Module(info.filename, sass, tuple(a.name for a in listing.ptx)))
-    result = WheelKernels(
-        filename, sha256, tuple(modules), len(members), cuobjdump.version() if members else ""
-    )
+        with cache.staging_dir("kernels") as work:
+            for info in members:
+                listing = _read_member(archive, info, work / "module.so")
+                if listing is not None:
+                    sass = tuple(a.name for a in listing.sass)
+                    modules.append(Module(info.filename, sass, tuple(a.name for a in listing.ptx)))
+    result = WheelKernels(filename, sha256, tuple(modules), len(members), cuobjdump.version())
     record.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_json(record, result.to_json())
-    if members:
-        console.status(
-            f"  {len(modules)} with CUDA code, {time.monotonic() - start:.1f} s (cached by sha256)"
-        )
+    console.status(
+        f"  {len(modules)} with CUDA code, {time.monotonic() - start:.1f} s (cached by sha256)"
+    )
     return result
 
 
