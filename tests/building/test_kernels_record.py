@@ -17,7 +17,7 @@ pin = "p==1.0"
 """
 SHA = "0" * 64
 KERNELS = {
-    "schema": 1,
+    "schema": 2,
     "filename": "p-1.0-py3-none-any.whl",
     "sha256": SHA,
     "scanner": "cuobjdump 13.5.37",
@@ -43,6 +43,7 @@ def test_a_manifest_is_current_only_with_the_same_gpu_demands(tmp_path: Path) ->
     assert recorded(manifest(gpu), default)
     assert not recorded(manifest(None), default)  # written before kernels were read
     assert not recorded(manifest(gpu, kernels=None), default)  # a wheel not read
+    assert not recorded(manifest(gpu, kernels={**KERNELS, "schema": 1}), default)  # read older
     narrower = target(tmp_path, 'gpu-archs = ["sm_90"]')
     assert not recorded(manifest(gpu), narrower)  # target.toml changed: check and write again
 

@@ -96,12 +96,38 @@ def test_a_scan_is_cached_by_sha256_and_a_new_wheel_needs_the_tool(
         scan(other, cache)
 
 
+def test_kernels_kept_outside_the_registered_section_are_read_too(
+    wheels: dict[str, Path], tmp_path: Path
+) -> None:
+    """As cuFFT keeps its kernels: fat binaries in the library's data, not in the .nv_fatbin
+    section the runtime registers. Here: the CUDA runtime's library (no device code of its own)
+    with nvjpeg's library appended; cuobjdump alone sees nothing in it."""
+    with zipfile.ZipFile(wheels["runtime"]) as runtime, zipfile.ZipFile(wheels["nvjpeg"]) as jpeg:
+        (cudart,) = [n for n in runtime.namelist() if "libcudart.so" in n]
+        plain_bytes = runtime.read(cudart)
+        jpeg_bytes = jpeg.read(LIB)
+    plain = tmp_path / "libcudart.so"
+    plain.write_bytes(plain_bytes)
+    assert cuobjdump._list(plain, "cudart", "--list-elf") is None  # no device code, it says
+    hidden = tmp_path / "libhidden.so"
+    hidden.write_bytes(plain_bytes + jpeg_bytes)
+    assert cuobjdump._list(hidden, "hidden", "--list-elf") is None  # nor here, it says
+
+    listing = cuobjdump.list_code(hidden, "pkg/libhidden.so")
+
+    assert listing is not None
+    assert [a.name for a in listing.sass][-3:] == ["sm_107", "sm_120", "sm_121"]
+    assert [a.name for a in listing.ptx] == ["sm_121"]
+    assert cuobjdump.list_code(plain, "pkg/libcudart.so") is None
+    assert not list(tmp_path.glob("*.fatbins.elf"))  # the gathered file is removed
+
+
 def test_a_damaged_cache_entry_is_read_again(wheels: dict[str, Path], tmp_path: Path) -> None:
     cache = Cache(tmp_path)
     sha = sha256_file(wheels["nvjpeg"])
     record = cache.root / "kernels" / f"{sha}.json"
     record.parent.mkdir(parents=True)
-    record.write_text('{"schema": 1, "modules": {"x.so": {"sass": ["sm_9"], "ptx": []}}}')
+    record.write_text('{"schema": 2, "modules": {"x.so": {"sass": ["sm_9"], "ptx": []}}}')
     assert scan(wheels["nvjpeg"], cache).modules[0].path == LIB
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from patchwheel import console, kernels
 from patchwheel.building.unit import Output
 from patchwheel.config.targets import TARGET_FILE, Target
+from patchwheel.kernels.scan import SCHEMA
 from patchwheel.manifest import Manifest, WheelEntry
 from patchwheel.upstream.cache import Cache
 
@@ -47,10 +48,13 @@ def gpu_record(target: Target, table: Sequence[kernels.Row]) -> dict[str, Any]:
 
 
 def recorded(existing: Manifest, target: Target) -> bool:
-    """Whether a manifest records the kernels of every wheel and this target's GPU demands
+    """Whether a manifest records the kernels of every wheel (as this patchwheel reads them)
+    and this target's GPU demands
     (else the up-to-date build writes its outputs again: from the caches, nothing rebuilt)."""
     if existing.gpu is None or any(
-        w.kernels is None for w in existing.wheels if w.filename.endswith(".whl")
+        w.kernels is None or w.kernels.get("schema") != SCHEMA
+        for w in existing.wheels
+        if w.filename.endswith(".whl")
     ):
         return False
     demanded = {k: v for k, v in existing.gpu.items() if k != "modules"}

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from patchwheel.errors import BuildError
 from patchwheel.gpuarch import Arch, ArchError, parse, sort_key
+from patchwheel.kernels import fatbin
 
 __all__ = ["DISTRIBUTION", "Listing", "ToolMissingError", "list_code", "locate", "version"]
 
@@ -81,11 +82,26 @@ def version() -> str:
 
 def list_code(module: Path, name: str) -> Listing | None:
     """The SASS and PTX architectures of the extension module at ``module`` (``name``: its path
-    in the wheel, for messages); None when it holds no device code (a CPU-only module)."""
+    in the wheel, for messages); None when it holds no device code (a CPU-only module).
+
+    What cuobjdump lists in the module's ``.nv_fatbin`` section, and what it lists in every fat
+    binary the file holds elsewhere (kernels/fatbin.py: NVIDIA's libraries keep theirs there).
+    """
     sass = _list(module, name, "--list-elf")
+    ptx = _list(module, name, "--list-ptx") if sass is not None else None
+    gathered = module.with_name(module.name + ".fatbins.elf")
+    try:
+        count = fatbin.gather(module, gathered)
+        if count:
+            what = f"{name} ({count} fat binaries gathered)"
+            more_sass = _list(gathered, what, "--list-elf") or ()
+            more_ptx = _list(gathered, what, "--list-ptx") or ()
+            sass = tuple(sorted({*(sass or ()), *more_sass}, key=sort_key))
+            ptx = tuple(sorted({*(ptx or ()), *more_ptx}, key=sort_key))
+    finally:
+        gathered.unlink(missing_ok=True)
     if sass is None:
         return None
-    ptx = _list(module, name, "--list-ptx")
     return Listing(sass, ptx or ())
 
 

@@ -25,7 +25,8 @@ from patchwheel.upstream.cache import SHA256_RE, Cache
 
 __all__ = ["SCHEMA", "Module", "WheelKernels", "is_shared_object", "scan_wheel"]
 
-SCHEMA = 1
+# 2: fat binaries outside the registered section read too (kernels/fatbin.py)
+SCHEMA = 2
 CHUNK = 1 << 20
 
 
