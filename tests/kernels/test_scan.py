@@ -144,12 +144,12 @@ def test_the_check_names_the_module_the_gpu_and_the_fix(
     found = [scan(wheels["nvjpeg"], Cache(tmp_path))]
     table = rows(found, ["sm_90", "sm_100", "sm_120", "sm_130"], GpuSpec())
     assert table[0].cells == {"sm_90": "sass", "sm_100": "sass", "sm_120": "sass", "sm_130": "ptx"}
-    check(table, "t", "target.toml")  # nothing missing: no error
+    check(table, "t", "gpu-archs", "target.toml")  # nothing missing: no error
 
     old = rows(found, ["sm_70", "sm_90"], GpuSpec())
     assert old[0].missing == ["sm_70"]
     with pytest.raises(KernelArchError) as info:
-        check(old, "target t", "patches/t/target.toml")
+        check(old, "target t", "gpu-archs in patches/t/target.toml", "patches/t/target.toml")
     text = str(info.value)
     assert f"{LIB} (nvidia_nvjpeg" in text and "cannot run on sm_70" in text
     assert "gpu-archs in patches/t/target.toml" in text and f'[gpu-specific."{LIB}"]' in text
@@ -157,7 +157,7 @@ def test_the_check_names_the_module_the_gpu_and_the_fix(
     excused = GpuSpec(specific=(Specific(LIB, ("sm_90",), "built for Hopper and newer"),))
     table = rows(found, ["sm_70", "sm_90"], excused)
     assert table[0].cells == {"sm_70": "not for it", "sm_90": "sass"}
-    check(table, "t", "target.toml")
+    check(table, "t", "gpu-archs", "target.toml")
 
 
 def test_cuobjdump_failing_on_a_module_is_an_error_naming_it(tmp_path: Path) -> None:

@@ -38,7 +38,8 @@ def check_target(
             f"[yellow]note:[/] gpu-specific {stale.module!r} in {target.name}/{TARGET_FILE} "
             "names no CUDA module of the built wheels (gone upstream?): remove it"
         )
-    kernels.check(table, f"target {target.name}", f"patches/{target.name}/{TARGET_FILE}")
+    toml = f"patches/{target.name}/{TARGET_FILE}"
+    kernels.check(table, f"target {target.name}", f"gpu-archs in {toml}", toml)
     return table
 
 

@@ -96,11 +96,11 @@ def failures(table: Sequence[Row]) -> list[str]:
     return lines
 
 
-def check(table: Sequence[Row], where: str, config: str) -> None:
+def check(table: Sequence[Row], where: str, archs_from: str, specific_in: str) -> None:
     """Raise KernelArchError listing every module that cannot run on a required GPU.
 
-    ``where`` names what was checked (a target, a wheelhouse); ``config`` where the GPUs and
-    ``gpu-specific`` are set, for the fix.
+    ``where`` names what was checked (a target, a wheelhouse); ``archs_from`` where the GPUs
+    are required and ``specific_in`` the target.toml of ``gpu-specific``, for the fix.
     """
     lines = failures(table)
     if not lines:
@@ -109,7 +109,7 @@ def check(table: Sequence[Row], where: str, config: str) -> None:
     body = "\n".join(f"  - {line}" for line in lines)
     raise KernelArchError(
         f"{where}: {len(lines)} CUDA module/GPU pair(s) without a kernel image:\n{body}\n"
-        "Fix: use wheels built for those GPUs (upstream's CUDA arch list), or take the GPU out "
-        f"of gpu-archs in {config}, or, where a module is meant only for other GPUs, say so "
-        f'there: [gpu-specific."{first.module.path}"] archs = [...] reason = "…"'
+        "Fix: use wheels built for those GPUs (upstream's CUDA arch list), or stop requiring "
+        f"the GPU ({archs_from}), or, where a module is meant only for other GPUs, say so in "
+        f'{specific_in}: [gpu-specific."{first.module.path}"] archs = [...] reason = "…"'
     )

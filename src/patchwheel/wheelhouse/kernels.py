@@ -28,16 +28,19 @@ def check_carried(
     cache: Cache,
     *,
     where: str,
+    archs_from: str,
+    specific_in: str,
 ) -> tuple[list[kernels.Row], dict[str, Any]]:
     """The architecture table of the carried wheels and the lock's ``gpu`` record; raises
-    KernelArchError naming each module and GPU without a kernel image."""
+    KernelArchError naming each module and GPU without a kernel image (``archs_from``: where
+    the GPUs come from; ``specific_in``: the target.toml, for the fix)."""
     found = [
         kernels.scan_wheel(c.path, c.sha256, cache, filename=c.filename)
         for c in carried
         if c.path is not None
     ]
     table = kernels.rows(found, archs, spec)
-    kernels.check(table, where, "--gpu-arch (or the target's target.toml)")
+    kernels.check(table, where, archs_from, specific_in)
     record = {
         "archs": list(archs),
         "wheels-read": len(found),

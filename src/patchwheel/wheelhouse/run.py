@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from patchwheel import console, manifest
-from patchwheel.config.targets import load_target
+from patchwheel.config.targets import TARGET_FILE, load_target
 from patchwheel.errors import ConfigError
 from patchwheel.index import outputs
 from patchwheel.kernels import Row
@@ -68,8 +68,15 @@ def make_wheelhouse(workspace: Workspace, cache: Cache, options: Options) -> Rep
             explain(carried, plan, graph)
             lock = make_lock(built, options, plan, carried, graph)
             if archs and not options.dry_run:
+                toml = f"patches/{options.target}/{TARGET_FILE}"
                 table, lock["gpu"] = check_carried(
-                    carried, archs, gpu, cache, where=f"the wheelhouse of {options.target}"
+                    carried,
+                    archs,
+                    gpu,
+                    cache,
+                    where=f"the wheelhouse of {options.target}",
+                    archs_from="--gpu-arch" if options.gpu_archs else f"gpu-archs in {toml}",
+                    specific_in=toml,
                 )
             out = options.out or (store / DIRNAME)
             if not options.dry_run:
