@@ -15,7 +15,14 @@ import pytest
 
 from patchwheel.config.gpu import GpuSpec, Specific
 from patchwheel.errors import BuildError
-from patchwheel.kernels import KernelArchError, check, cuobjdump, rows, scan_wheel
+from patchwheel.kernels import (
+    KernelArchError,
+    check,
+    cuobjdump,
+    rows,
+    scan_wheel,
+    unused_specific,
+)
 from patchwheel.upstream.cache import Cache, sha256_file
 
 pytestmark = pytest.mark.network
@@ -165,3 +172,14 @@ def test_cuobjdump_failing_on_a_module_is_an_error_naming_it(tmp_path: Path) -> 
     lib.write_bytes(b"\x7fELF")
     with pytest.raises(BuildError, match=r"cuobjdump --list-elf on pkg/lib\.so failed.*fatbin"):
         cuobjdump.list_code(lib, "pkg/lib.so")
+
+
+def test_a_stale_exception_is_one_naming_a_package_these_wheels_have(
+    wheels: dict[str, Path], tmp_path: Path
+) -> None:
+    found = [scan(wheels["nvjpeg"], Cache(tmp_path))]
+    gone = Specific("nvidia/cu13/lib/libgone.so.1", ("sm_90",), "r")
+    other = Specific("torch/lib/libtorch_cuda.so", ("sm_90",), "only a wheelhouse carries it")
+    used = Specific(LIB, ("sm_90",), "r")
+    spec = GpuSpec(specific=(gone, other, used))
+    assert unused_specific(found, spec) == [gone]

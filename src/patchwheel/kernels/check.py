@@ -77,9 +77,14 @@ def rows(wheels: Sequence[WheelKernels], archs: Sequence[str], spec: GpuSpec) ->
 
 
 def unused_specific(wheels: Sequence[WheelKernels], spec: GpuSpec) -> list[Specific]:
-    """``gpu-specific`` entries that name no module of these wheels (stale after a roll)."""
+    """``gpu-specific`` entries that name no module of these wheels although they name a
+    package these wheels have modules in (stale after a roll). An entry for another package
+    (a library only a wheelhouse carries, say) is not these wheels' business."""
     paths = {m.path for w in wheels for m in w.modules}
-    return [s for s in spec.specific if s.module not in paths]
+    packages = {p.partition("/")[0] for p in paths}
+    return [
+        s for s in spec.specific if s.module not in paths and s.module.partition("/")[0] in packages
+    ]
 
 
 def failures(table: Sequence[Row]) -> list[str]:
