@@ -167,6 +167,12 @@ def test_the_check_names_the_module_the_gpu_and_the_fix(
     check(table, "t", "gpu-archs", "target.toml")
 
 
+def test_a_shared_object_that_is_no_elf_file_holds_no_code(tmp_path: Path) -> None:
+    script = tmp_path / "libc.so"  # as glibc's libc.so: a linker script
+    script.write_text("GROUP ( /lib/libc.so.6 )\n")
+    assert cuobjdump.list_code(script, "pkg/libc.so") is None
+
+
 def test_cuobjdump_failing_on_a_module_is_an_error_naming_it(tmp_path: Path) -> None:
     lib = tmp_path / "lib.so"
     lib.write_bytes(b"\x7fELF")

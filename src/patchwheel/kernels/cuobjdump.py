@@ -87,6 +87,9 @@ def list_code(module: Path, name: str) -> Listing | None:
     What cuobjdump lists in the module's ``.nv_fatbin`` section, and what it lists in every fat
     binary the file holds elsewhere (kernels/fatbin.py: NVIDIA's libraries keep theirs there).
     """
+    with module.open("rb") as fh:
+        if fh.read(4) != b"\x7fELF":  # a linker script or data named .so: no code at all
+            return None
     sass = _list(module, name, "--list-elf")
     ptx = _list(module, name, "--list-ptx") if sass is not None else None
     gathered = module.with_name(module.name + ".fatbins.elf")
