@@ -454,4 +454,16 @@ def _imports_lines(imports: dict[str, Any]) -> list[str]:
         )
     verdict = "passed" if imports.get("passed") else "FAILED: " + "; ".join(imports["violations"])
     lines += ["", f"Drop list check: {verdict}."]
+    kernels = imports.get("kernels") or {}
+    if kernels.get("loaded"):
+        lines += [
+            "",
+            f"CUDA modules of the build loaded on {kernels['device']} "
+            f"(compute capability {kernels.get('capability')}):",
+            "",
+            "| module | runs as | loaded by |",
+            "| --- | --- | --- |",
+        ]
+        for k in kernels["loaded"]:
+            lines.append(f"| {k['module']} | {k['runs_as']} | {', '.join(k['by'])} |")
     return lines

@@ -31,6 +31,7 @@ from patchwheel.verify.gpu.install import (
     installed_packages,
     prepare_runtime,
 )
+from patchwheel.verify.gpu.loaded_kernels import loaded_kernels
 from patchwheel.verify.gpu.machine import gpu_facts
 from patchwheel.verify.gpu.options import GpuOptions, add_arguments, options_from
 from patchwheel.verify.gpu.report import GpuReport, write_report
@@ -193,11 +194,19 @@ def _imports(options: GpuOptions, runtime: Runtime, report: GpuReport, console: 
     for run in earlier:
         provided.update(imports.distributions(runtime.python, runtime.env, run.imported))
     report.imports = imports.summary([*earlier, *runs], dropped, provided, folders)
+    sm = str((report.machine.get("gpu") or {}).get("sm", ""))
+    report.imports["kernels"] = loaded_kernels(options.manifest_dir, sm, [*earlier, *runs])
     if report.imports["violations"]:
         raise VerifyError("the drop list does not hold: " + "; ".join(report.imports["violations"]))
+    kernels = report.imports["kernels"]
     console.print(
         f"import trace: {len(runs)} runs, {len(modules)} top-level modules; none of the "
-        f"{len(dropped)} dropped requirements imported"
+        f"{len(dropped)} dropped requirements imported; CUDA modules loaded on "
+        f"{kernels.get('device')}: "
+        + (
+            ", ".join(f"{k['module']} ({k['runs_as']})" for k in kernels.get("loaded", []))
+            or "none"
+        )
     )
 
 
