@@ -411,7 +411,7 @@ def _record(spy: str | None, pids: dict[str, int], out_dir: Path, tag: str) -> l
     for name, pid in pids.items():
         procs.append(
             subprocess.Popen(
-                [spy, "record", "--nonblocking", "-r", "50", "-f", "raw", "-o",
+                [spy, "record", "--nonblocking", "--idle", "-r", "50", "-f", "raw", "-o",
                  str(out_dir / f"{tag}-{name}.folded"), "--pid", str(pid)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
@@ -565,9 +565,12 @@ def _served_side(
 
 
 # --------------------------------------------------------------------------- profile summary
-def _top(folded: Path, limit: int = 25) -> list[dict[str, Any]]:
-    """Inclusive share of each function in py-spy's folded stacks (the profile's summary)."""
+def _top(folded: Path, limit: int = 20) -> dict[str, Any]:
+    """The profile's summary from py-spy's folded stacks (idle samples included, so shares are
+    of wall time): each function's own share (the leaf frame) and its inclusive share, the
+    frames every sample shares (entry points and wrappers, over 90 %) left out."""
     total = 0
+    own: collections.Counter[str] = collections.Counter()
     inclusive: collections.Counter[str] = collections.Counter()
     for line in folded.read_text(errors="replace").splitlines():
         stack, _, count = line.rpartition(" ")
@@ -575,12 +578,21 @@ def _top(folded: Path, limit: int = 25) -> list[dict[str, Any]]:
             continue
         n = int(count)
         total += n
-        for frame in set(stack.split(";")):
+        frames = stack.split(";")
+        own[frames[-1]] += n
+        for frame in set(frames[1:]):  # the first is the thread
             inclusive[frame] += n
-    return [
-        {"function": frame, "share": round(n / total, 3)}
-        for frame, n in inclusive.most_common(limit)
-    ] if total else []
+    if not total:
+        return {"samples": 0, "own": [], "inclusive": []}
+    return {
+        "samples": total,
+        "own": [{"function": f, "share": round(n / total, 3)} for f, n in own.most_common(limit)],
+        "inclusive": [
+            {"function": f, "share": round(n / total, 3)}
+            for f, n in inclusive.most_common(limit * 3)
+            if n / total <= 0.9
+        ][:limit],
+    }
 
 
 def run(args: argparse.Namespace) -> int:
