@@ -595,6 +595,61 @@ def _top(folded: Path, limit: int = 20) -> dict[str, Any]:
     }
 
 
+_RATE_HZ = 50  # py-spy's sampling rate in _record
+_ENGINE_ENTRY = "<module> (<string>:1)"  # the engine core's main thread (a spawned process)
+
+
+def _engine_main(folded: Path) -> dict[str, Any]:
+    """The engine core's main thread: seconds in engine steps (``_process_engine_step``) and
+    waiting for requests (``_process_input_queue``), and where the step time goes."""
+    busy = waiting = total = 0
+    inside: collections.Counter[str] = collections.Counter()
+    for line in folded.read_text(errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        frames = stack.split(";")
+        if frames[0] != _ENGINE_ENTRY:
+            continue
+        n = int(count)
+        total += n
+        if any("_process_engine_step" in f for f in frames):
+            busy += n
+            for frame in set(frames):
+                inside[frame] += n
+        elif any("_process_input_queue" in f for f in frames):
+            waiting += n
+    return {
+        "seconds": round(total / _RATE_HZ, 2),
+        "step_s": round(busy / _RATE_HZ, 2),
+        "waiting_for_requests_s": round(waiting / _RATE_HZ, 2),
+        "in_steps": [
+            {"function": f, "share_of_steps": round(n / busy, 3)}
+            for f, n in inside.most_common(40)
+            if busy and n / busy <= 0.9
+        ][:15],
+    }
+
+
+def _profiles(profile_dir: Path, shape: str) -> dict[str, Any]:
+    profiles: dict[str, Any] = {}
+    for folded in sorted(profile_dir.glob(f"{shape}-*.folded")):
+        profiles[folded.stem] = _top(folded)
+        if folded.stem.endswith("-engine"):
+            profiles[folded.stem]["main_thread"] = _engine_main(folded)
+    return profiles
+
+
+def reprofile(args: argparse.Namespace) -> int:
+    """Summarise the profiles of a report again from its folded stacks (PROFILE_DIR)."""
+    path: Path = args.report
+    data = json.loads(path.read_text())
+    for shape, rep in data["shapes"].items():
+        rep["profile"] = _profiles(args.profile_dir, shape)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     work: Path = args.work
     setup_ = _setup_of(work)
@@ -623,7 +678,7 @@ def run(args: argparse.Namespace) -> int:
 
     def save() -> None:
         report_path.parent.mkdir(parents=True, exist_ok=True)
-        report_path.write_text(json.dumps(report, indent=2) + "\n")
+        report_path.write_text(json.dumps(portable(report, work), indent=2) + "\n")
 
     for side in args.sides.split(","):
         try:
@@ -637,11 +692,34 @@ def run(args: argparse.Namespace) -> int:
             shape_report[side] = {"error": str(exc)[-3000:]}
             _say(f"{side} ({args.shape}) failed: {str(exc)[-500:]}")
         if args.profile:
-            profiles = {}
-            for folded in sorted((work / "profile").glob(f"{args.shape}-*.folded")):
-                profiles[folded.stem] = _top(folded)
-            shape_report["profile"] = profiles
+            shape_report["profile"] = _profiles(work / "profile", args.shape)
         save()
+    return 0
+
+
+def portable(data: Any, work: Path) -> Any:
+    """The report with the machine's own paths named by role: the work folder as ``$WORK``,
+    the machine's python as ``python3`` (a committed report names no path of the machine)."""
+    python = json.loads(json.dumps(data)).get("setup", {}).get("python") if isinstance(data, dict) else None
+
+    def fix(value: Any) -> Any:
+        if isinstance(value, str):
+            if python and value == python:
+                return "python3"
+            return value.replace(str(work), "$WORK")
+        if isinstance(value, list):
+            return [fix(v) for v in value]
+        if isinstance(value, dict):
+            return {k: fix(v) for k, v in value.items()}
+        return value
+
+    return fix(data)
+
+
+def make_portable(args: argparse.Namespace) -> int:
+    """Rewrite a report written by an earlier version of this script (absolute paths)."""
+    path: Path = args.report
+    path.write_text(json.dumps(portable(json.loads(path.read_text()), args.work), indent=2) + "\n")
     return 0
 
 
@@ -675,6 +753,21 @@ def render(args: argparse.Namespace) -> int:
         for client, fig in (served.get("clients") or {}).items():
             row(f"vllm serve + generate-offline-data, {client} speculators {fig.get('speculators')}",
                 fig.get("tokens_per_s"), served.get("server_ready_s"))
+        profile = rep.get("profile") or {}
+        clients = served.get("clients") or {}
+        if any(f"{shape}-{c}-engine" in profile for c in clients):
+            lines += ["", "Where the served path's time goes (py-spy on the engine core's main thread "
+                      "during each client's measured pass):", "",
+                      "| client | pass s | engine in steps s | engine busy | engine's own rate tokens/s |",
+                      "| --- | --- | --- | --- | --- |"]  # fmt: skip
+            for client, fig in clients.items():
+                main = (profile.get(f"{shape}-{client}-engine") or {}).get("main_thread")
+                if not main or not fig.get("elapsed_s"):
+                    continue
+                tokens = fig["files"] * rep["prompt_len"]
+                busy = main["step_s"] / fig["elapsed_s"]
+                own = tokens / main["step_s"] if main["step_s"] else None
+                lines.append(f"| {client} | {fig['elapsed_s']} | {main['step_s']} | {busy:.0%} | {_rate(own)} |")
         for side in ("prefill", "offline", "served"):
             if isinstance(rep.get(side), dict) and rep[side].get("error"):
                 lines.append(f"\n{side} failed: `{rep[side]['error'][-300:]}`")
@@ -704,8 +797,18 @@ def main(argv: list[str] | None = None) -> int:
     p_run.add_argument("--side-timeout", type=float, default=560.0)
     p_render = sub.add_parser("render")
     p_render.add_argument("report", type=Path)
+    p_reprofile = sub.add_parser("reprofile", help="summarise a report's profiles again")
+    p_reprofile.add_argument("report", type=Path)
+    p_reprofile.add_argument("--profile-dir", type=Path, required=True)
+    p_portable = sub.add_parser("portable", help="name the work folder $WORK in a report")
+    p_portable.add_argument("report", type=Path)
+    p_portable.add_argument("--work", type=Path, required=True)
     args = parser.parse_args(argv)
-    return {"setup": setup, "run": run, "render": render}[args.verb](args)
+    verbs = {
+        "setup": setup, "run": run, "render": render, "portable": make_portable,
+        "reprofile": reprofile,
+    }  # fmt: skip
+    return verbs[args.verb](args)
 
 
 if __name__ == "__main__":
