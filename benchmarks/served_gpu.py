@@ -724,54 +724,20 @@ def make_portable(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- render
-def _rate(value: Any) -> str:
-    return f"{value:,.0f}" if isinstance(value, (int, float)) else "—"
-
-
 def render(args: argparse.Namespace) -> int:
+    """The report's page, as ``python -m patchwheel.results`` writes it under docs/results/."""
+    import importlib.util
+
+    sys.path.insert(0, str(SRC))  # patchwheel.errors; the page module alone, not its package
+    spec = importlib.util.spec_from_file_location(
+        "served_paths", SRC / "patchwheel" / "results" / "served_paths.py"
+    )
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"cannot load {SRC}/patchwheel/results/served_paths.py")
+    served_paths = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(served_paths)
     data = json.loads(Path(args.report).read_text())
-    lines = [f"# Served paths side by side ({data.get('date')}, {data['machine'].get('gpu')})", ""]
-    shm = data.get("shm", {})
-    lines.append(f"/dev/shm write bandwidth (dd, 2 GiB, fdatasync): {shm.get('gb_per_s')} GB/s.")
-    for shape, rep in data["shapes"].items():
-        prefill = (rep.get("prefill") or {}).get("tokens_per_s")
-        offline = (rep.get("offline") or {}).get("tokens_per_s")
-        lines += ["", f"## {shape}: {rep['dims']}", "",
-                  f"{rep['prompts']} prompts x {rep['prompt_len']} tokens, layers {rep['layer_ids']}, "
-                  f"{rep['max_num_batched_tokens']} tokens per step.", "",
-                  "| path | tokens/s | x prefill | x offline | start-up s |",
-                  "| --- | --- | --- | --- | --- |"]  # fmt: skip
-
-        def row(name: str, tps: Any, startup: Any) -> None:
-            xp = f"{tps / prefill:.3f}" if isinstance(tps, (int, float)) and prefill else "—"
-            xo = f"{tps / offline:.3f}" if isinstance(tps, (int, float)) and offline else "—"
-            lines.append(f"| {name} | {_rate(tps)} | {xp} | {xo} | {startup if startup is not None else '—'} |")
-
-        row("LLM.generate prefill", prefill, (rep.get("prefill") or {}).get("startup_s"))
-        row("vLLM offline extraction (LLM + connector)", offline, (rep.get("offline") or {}).get("startup_s"))
-        served = rep.get("served") or {}
-        for client, fig in (served.get("clients") or {}).items():
-            row(f"vllm serve + generate-offline-data, {client} speculators {fig.get('speculators')}",
-                fig.get("tokens_per_s"), served.get("server_ready_s"))
-        profile = rep.get("profile") or {}
-        clients = served.get("clients") or {}
-        if any(f"{shape}-{c}-engine" in profile for c in clients):
-            lines += ["", "Where the served path's time goes (py-spy on the engine core's main thread "
-                      "during each client's measured pass):", "",
-                      "| client | pass s | engine in steps s | engine busy | engine's own rate tokens/s |",
-                      "| --- | --- | --- | --- | --- |"]  # fmt: skip
-            for client, fig in clients.items():
-                main = (profile.get(f"{shape}-{client}-engine") or {}).get("main_thread")
-                if not main or not fig.get("elapsed_s"):
-                    continue
-                tokens = fig["files"] * rep["prompt_len"]
-                busy = main["step_s"] / fig["elapsed_s"]
-                own = tokens / main["step_s"] if main["step_s"] else None
-                lines.append(f"| {client} | {fig['elapsed_s']} | {main['step_s']} | {busy:.0%} | {_rate(own)} |")
-        for side in ("prefill", "offline", "served"):
-            if isinstance(rep.get(side), dict) and rep[side].get("error"):
-                lines.append(f"\n{side} failed: `{rep[side]['error'][-300:]}`")
-    print("\n".join(lines))
+    print("\n".join([f"# {served_paths.title(data)}", "", *served_paths.body(data, str(args.report))]))
     return 0
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from patchwheel import atomic
 from patchwheel.errors import ResultsError
-from patchwheel.results import cpu, gpu, other
+from patchwheel.results import cpu, gpu, other, served_paths
 from patchwheel.results.catalog import KINDS, Report, find_reports
 
 README_START = "<!-- results: written by python -m patchwheel.results -->"
@@ -31,11 +31,17 @@ SECTIONS = {
 }
 
 
+def _bench_title(report: Report) -> str:
+    if served_paths.is_served_paths(report.data):
+        return served_paths.title(report.data)
+    return other.bench_title(report)
+
+
 def _title(report: Report) -> str:
     titles: dict[str, Callable[[Report], str]] = {
         "gpu": gpu.title,
         "cpu": cpu.title,
-        "bench": other.bench_title,
+        "bench": _bench_title,
         "bisect": other.bisect_title,
         "roll": other.roll_title,
     }
@@ -51,6 +57,8 @@ def _status(report: Report) -> str:
     if report.kind == "bisect":
         flips = len(data.get("flips") or [])
         return f"{flips} change{'' if flips == 1 else 's'} of a finding located"
+    if served_paths.is_served_paths(data):
+        return served_paths.status(data, str(report.source))
     records = len(data) if isinstance(data, list) else 1
     return f"{records} record{'' if records == 1 else 's'} of figures"
 
@@ -64,6 +72,8 @@ def _body(report: Report, root: Path) -> list[str]:
         return other.bisect_body(report)
     if report.kind == "roll":
         return other.roll_body(report)
+    if served_paths.is_served_paths(report.data):
+        return served_paths.body(report.data, str(report.source))
     return other.bench_body(report)
 
 
