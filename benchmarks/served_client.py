@@ -40,7 +40,7 @@ from typing import Any
 _TIMING = re.compile(r"Timing: ([0-9.]+)s elapsed, ([0-9.]+) samples/s")
 
 # The stand-in server, run with the benchmark's own interpreter (standard library only).
-_SERVER = r'''
+_SERVER = r"""
 import json, os, sys, time, uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -83,7 +83,7 @@ server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
 server.request_queue_size = 1024
 server.daemon_threads = True
 server.serve_forever()
-'''
+"""
 
 
 def _free_port() -> int:
@@ -97,12 +97,17 @@ def _prepare(python: Path, work: Path, prompts: int, length: int, env: dict[str,
     model = work / "model"
     src = Path(__file__).resolve().parents[1] / "src"
     subprocess.run(
-        [str(python), "-c",
-         "import sys; from pathlib import Path; "
-         "from patchwheel.verify.model import TinyLlamaSpec, make_tokenizer_dir, make_tiny_llama; "
-         "spec = TinyLlamaSpec(); make_tiny_llama(spec, Path(sys.argv[1]))", str(model)],
-        check=True, env={**env, "PYTHONPATH": str(src)},
-    )  # fmt: skip
+        [
+            str(python),
+            "-c",
+            "import sys; from pathlib import Path; "
+            "from patchwheel.verify.model import TinyLlamaSpec, make_tiny_llama; "
+            "spec = TinyLlamaSpec(); make_tiny_llama(spec, Path(sys.argv[1]))",
+            str(model),
+        ],
+        check=True,
+        env={**env, "PYTHONPATH": str(src)},
+    )
     vocab = json.loads((model / "config.json").read_text())["vocab_size"]
     rng = random.Random(7)
     data = work / "tokens.jsonl"
@@ -112,11 +117,26 @@ def _prepare(python: Path, work: Path, prompts: int, length: int, env: dict[str,
             handle.write(json.dumps({"input_ids": ids, "loss_mask": [1] * length}) + "\n")
     prepared = work / "prepared"
     subprocess.run(
-        [str(python), "-m", "speculators", "prepare-data", "--model", str(model),
-         "--data", str(data), "--output", str(prepared), "--seq-length", str(length + 8),
-         "--overwrite"],
-        check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            str(python),
+            "-m",
+            "speculators",
+            "prepare-data",
+            "--model",
+            str(model),
+            "--data",
+            str(data),
+            "--output",
+            str(prepared),
+            "--seq-length",
+            str(length + 8),
+            "--overwrite",
+        ],
+        check=True,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return prepared
 
 
@@ -137,10 +157,18 @@ def _client(
     profile: Path | None = None,
 ) -> dict[str, Any]:
     argv = [
-        str(python), "-m", "speculators", "generate-offline-data",
-        "--endpoint", f"http://127.0.0.1:{port}/v1", "--preprocessed-data", str(prepared),
-        "--output", str(out), "--fail-on-error",
-    ]  # fmt: skip
+        str(python),
+        "-m",
+        "speculators",
+        "generate-offline-data",
+        "--endpoint",
+        f"http://127.0.0.1:{port}/v1",
+        "--preprocessed-data",
+        str(prepared),
+        "--output",
+        str(out),
+        "--fail-on-error",
+    ]
     if concurrency is not None:
         argv += ["--concurrency", str(concurrency)]
     start = time.perf_counter()
@@ -171,20 +199,29 @@ def _client(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--python", type=Path, required=True, help="a venv's python with speculators 0.9.0")
-    parser.add_argument("--patched", type=Path, required=True, help="the target's speculators wheel")
+    parser.add_argument(
+        "--python", type=Path, required=True, help="a venv's python with speculators 0.9.0"
+    )
+    parser.add_argument(
+        "--patched", type=Path, required=True, help="the target's speculators wheel"
+    )
     parser.add_argument("--prompts", type=int, default=2048)
     parser.add_argument("--prompt-len", type=int, default=1024)
     parser.add_argument("--file-bytes", type=int, default=4096)
     parser.add_argument(
-        "--concurrency", type=int, action="append", default=None,
+        "--concurrency",
+        type=int,
+        action="append",
+        default=None,
         help="client concurrency (repeatable); default: speculators' own default only",
-    )  # fmt: skip
+    )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument(
-        "--profile", type=Path, default=None,
+        "--profile",
+        type=Path,
+        default=None,
         help="folder for py-spy's folded stacks of each client (py-spy in the venv)",
-    )  # fmt: skip
+    )
     args = parser.parse_args(argv)
     concurrencies: list[int | None] = [None, *(args.concurrency or [])]
     work = Path(tempfile.mkdtemp(prefix="served-client-"))
@@ -210,21 +247,27 @@ def main(argv: list[str] | None = None) -> int:
                     time.sleep(0.1)
             sides: dict[str, list[dict[str, Any]]] = {"unpatched": [], "patched": []}
             for concurrency in concurrencies:
-                for side in sides:
+                for side, figures in sides.items():
                     side_env = dict(env)
                     if side == "patched":
                         side_env["PYTHONPATH"] = str(patched_dir)
                     out = work / f"out-{side}-{concurrency}"
                     figure = _client(
-                        args.python, prepared, port, out, concurrency, side_env,
+                        args.python,
+                        prepared,
+                        port,
+                        out,
+                        concurrency,
+                        side_env,
                         work / f"{side}-{concurrency}.log",
-                        None if args.profile is None
+                        None
+                        if args.profile is None
                         else args.profile / f"{side}-{concurrency}.folded",
-                    )  # fmt: skip
+                    )
                     figure["client_cpu_ms_per_sample"] = round(
                         1000 * figure["client_cpu_s"] / max(figure["files"], 1), 2
                     )
-                    sides[side].append(figure)
+                    figures.append(figure)
                     shown = "default (32)" if concurrency is None else str(concurrency)
                     print(
                         f"{side:9} concurrency {shown:>12}: {figure['samples_per_s']:8.1f} "

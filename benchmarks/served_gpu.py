@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import importlib.util
 import json
 import os
 import random
@@ -47,25 +48,37 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-SHM = Path("/dev/shm")  # noqa: S108
+SHM = Path("/dev/shm")
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 # Model shapes (Llama). "bench": the GPU session's throughput model; "8b": Llama-3-8B's shape.
 SHAPES: dict[str, dict[str, int]] = {
     "bench": {
-        "num_layers": 16, "hidden_size": 2048, "intermediate_size": 5632, "num_heads": 16,
-        "num_kv_heads": 8, "vocab_size": 32000,
+        "num_layers": 16,
+        "hidden_size": 2048,
+        "intermediate_size": 5632,
+        "num_heads": 16,
+        "num_kv_heads": 8,
+        "vocab_size": 32000,
     },
     "8b": {
-        "num_layers": 32, "hidden_size": 4096, "intermediate_size": 14336, "num_heads": 32,
-        "num_kv_heads": 8, "vocab_size": 128256,
+        "num_layers": 32,
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_heads": 32,
+        "num_kv_heads": 8,
+        "vocab_size": 128256,
     },
     # A smoke test of this script on a CPU build of vLLM, not a measurement.
     "tiny": {
-        "num_layers": 4, "hidden_size": 256, "intermediate_size": 512, "num_heads": 4,
-        "num_kv_heads": 2, "vocab_size": 1024,
+        "num_layers": 4,
+        "hidden_size": 256,
+        "intermediate_size": 512,
+        "num_heads": 4,
+        "num_kv_heads": 2,
+        "vocab_size": 1024,
     },
-}  # fmt: skip
+}
 MAX_BATCHED_TOKENS = 16384
 GPU_MEMORY_UTILIZATION = 0.8
 HARNESS_ENV = {
@@ -99,8 +112,9 @@ def main():
                   gpu_memory_utilization=req["gpu_util"], seed=0)
     store = req.get("store")
     if store:
-        kwargs["speculative_config"] = {"method": "extract_hidden_states", "num_speculative_tokens": 1,
-            "draft_model_config": {"hf_config": {"eagle_aux_hidden_state_layer_ids": req["layer_ids"]}}}
+        layers = {"eagle_aux_hidden_state_layer_ids": req["layer_ids"]}
+        kwargs["speculative_config"] = {"method": "extract_hidden_states",
+            "num_speculative_tokens": 1, "draft_model_config": {"hf_config": layers}}
         kwargs["kv_transfer_config"] = {"kv_connector": "ExampleHiddenStatesConnector",
             "kv_role": "kv_producer", "kv_connector_extra_config": {"shared_storage_path": store}}
     llm = LLM(**kwargs)
@@ -140,7 +154,8 @@ def main():
     tokens = sum(len(p["prompt_token_ids"]) for p in prompts)
     if store:
         clear()
-    print("BENCH_RESULT " + json.dumps({"startup_s": round(startup, 2), "warmup_s": round(warm_s, 3),
+    print("BENCH_RESULT " + json.dumps({"startup_s": round(startup, 2),
+                      "warmup_s": round(warm_s, 3),
                       "warmup_prompts": req["warmup"], "seconds": round(seconds, 3),
                       "prompts": n, "tokens": tokens, "files": files,
                       "tokens_per_s": round(tokens / seconds, 1)}), flush=True)
@@ -227,11 +242,16 @@ def _dd(directory: Path) -> dict[str, Any]:
     start = time.perf_counter()
     subprocess.run(
         ["dd", "if=/dev/zero", f"of={target}", "bs=16M", "count=128", "conv=fdatasync"],
-        capture_output=True, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        check=True,
+    )
     seconds = time.perf_counter() - start
     target.unlink()
-    return {"path": str(directory), "bytes": 16 * 2**20 * 128, "gb_per_s": round(2.147483648 / seconds, 2)}
+    return {
+        "path": str(directory),
+        "bytes": 16 * 2**20 * 128,
+        "gb_per_s": round(2.147483648 / seconds, 2),
+    }
 
 
 # --------------------------------------------------------------------------- setup
@@ -244,36 +264,82 @@ def setup(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     _say(f"installing {wheelhouse} into {site} (INSTALL.txt's way beside the machine's torch)")
     _run(
-        [sys.executable, "-m", "pip", "install", "--no-compile", "--disable-pip-version-check",
-         "--no-index", "--no-deps", "--find-links", str(wheelhouse), "-r",
-         str(wheelhouse / "requirements.txt"), "--target", str(site), "--upgrade"],
-        log, dict(os.environ), 900,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-compile",
+            "--disable-pip-version-check",
+            "--no-index",
+            "--no-deps",
+            "--find-links",
+            str(wheelhouse),
+            "-r",
+            str(wheelhouse / "requirements.txt"),
+            "--target",
+            str(site),
+            "--upgrade",
+        ],
+        log,
+        dict(os.environ),
+        900,
+    )
     upstream = work / "upstream-site"
     _run(
-        [sys.executable, "-m", "pip", "install", "--no-compile", "--disable-pip-version-check",
-         "--no-index", "--no-deps", "--target", str(upstream), "--upgrade",
-         str(args.upstream_speculators)],
-        log, dict(os.environ), 300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-compile",
+            "--disable-pip-version-check",
+            "--no-index",
+            "--no-deps",
+            "--target",
+            str(upstream),
+            "--upgrade",
+            str(args.upstream_speculators),
+        ],
+        log,
+        dict(os.environ),
+        300,
+    )
     spy = None
     if args.py_spy is not None:
         tools = work / "tools"
         _run(
-            [sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--target",
-             str(tools), "--upgrade", str(args.py_spy)],
-            log, dict(os.environ), 300,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--no-index",
+                "--no-deps",
+                "--target",
+                str(tools),
+                "--upgrade",
+                str(args.py_spy),
+            ],
+            log,
+            dict(os.environ),
+            300,
+        )
         found = list(tools.rglob("py-spy"))
         spy = str(found[0]) if found else None
     versions: dict[str, str | None] = {}
     for dist in ("vllm", "speculators", "hs_connectors", "openai", "httpx2"):
         hits = sorted(site.glob(f"{dist}-*.dist-info"))
         versions[dist] = hits[0].name[len(dist) + 1 : -len(".dist-info")] if hits else None
-    versions["torch"] = subprocess.run(
-        [sys.executable, "-c", "import torch; print(torch.__version__)"],
-        capture_output=True, text=True, check=False,
-    ).stdout.strip() or None  # fmt: skip
+    versions["torch"] = (
+        subprocess.run(
+            [sys.executable, "-c", "import torch; print(torch.__version__)"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        or None
+    )
     upstream_hits = sorted(upstream.glob("speculators-*.dist-info"))
     data = {
         "site": str(site),
@@ -345,7 +411,12 @@ def _prompts(work: Path, shape: str, count: int, length: int) -> tuple[Path, Pat
 
 # --------------------------------------------------------------------------- sides
 def _llm_side(
-    setup_: dict[str, Any], work: Path, shape: str, model: Path, prompts: Path, args: argparse.Namespace,
+    setup_: dict[str, Any],
+    work: Path,
+    shape: str,
+    model: Path,
+    prompts: Path,
+    args: argparse.Namespace,
     side: str,
 ) -> dict[str, Any]:
     store = None
@@ -354,10 +425,15 @@ def _llm_side(
         shutil.rmtree(store, ignore_errors=True)
         store.mkdir(parents=True)
     request = {
-        "model": str(model), "prompts": str(prompts), "max_model_len": args.prompt_len + 8,
-        "max_batched": MAX_BATCHED_TOKENS, "gpu_util": GPU_MEMORY_UTILIZATION,
-        "warmup": args.warmup, "layer_ids": _layer_ids(shape), "store": str(store) if store else None,
-    }  # fmt: skip
+        "model": str(model),
+        "prompts": str(prompts),
+        "max_model_len": args.prompt_len + 8,
+        "max_batched": MAX_BATCHED_TOKENS,
+        "gpu_util": GPU_MEMORY_UTILIZATION,
+        "warmup": args.warmup,
+        "layer_ids": _layer_ids(shape),
+        "store": str(store) if store else None,
+    }
     req_path = work / f"request-{side}-{shape}.json"
     req_path.write_text(json.dumps(request))
     payload = work / "payload.py"
@@ -365,9 +441,14 @@ def _llm_side(
     caches = work / f"caches-{side}-{shape}"
     shutil.rmtree(caches, ignore_errors=True)
     env = _env(setup_)
-    env.update({"VLLM_CACHE_ROOT": str(caches / "vllm"), "TRITON_CACHE_DIR": str(caches / "triton"),
-                "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),
-                "BENCH_LAUNCHED_AT": repr(time.time())})  # fmt: skip
+    env.update(
+        {
+            "VLLM_CACHE_ROOT": str(caches / "vllm"),
+            "TRITON_CACHE_DIR": str(caches / "triton"),
+            "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),
+            "BENCH_LAUNCHED_AT": repr(time.time()),
+        }
+    )
     log = work / f"{side}-{shape}.log"
     log.unlink(missing_ok=True)
     _say(f"{side} ({shape}): LLM side starting")
@@ -378,7 +459,10 @@ def _llm_side(
     figures: dict[str, Any] = json.loads(found[-1].split(" ", 1)[1])
     if store is not None:
         shutil.rmtree(store, ignore_errors=True)
-    _say(f"{side} ({shape}): {figures['tokens_per_s']:,.0f} tokens/s, start-up {figures['startup_s']} s")
+    _say(
+        f"{side} ({shape}): {figures['tokens_per_s']:,.0f} tokens/s, "
+        f"start-up {figures['startup_s']} s"
+    )
     return figures
 
 
@@ -400,21 +484,39 @@ class _Sampler:
                 handle.flush()
                 subprocess.run(
                     [self.spy, "dump", "--nonblocking", "--pid", str(pid)],
-                    stdout=handle, stderr=subprocess.STDOUT, timeout=30, check=False,
-                )  # fmt: skip
+                    stdout=handle,
+                    stderr=subprocess.STDOUT,
+                    timeout=30,
+                    check=False,
+                )
 
 
-def _record(spy: str | None, pids: dict[str, int], out_dir: Path, tag: str) -> list[subprocess.Popen[bytes]]:
+def _record(
+    spy: str | None, pids: dict[str, int], out_dir: Path, tag: str
+) -> list[subprocess.Popen[bytes]]:
     procs: list[subprocess.Popen[bytes]] = []
     if spy is None:
         return procs
     for name, pid in pids.items():
         procs.append(
             subprocess.Popen(
-                [spy, "record", "--nonblocking", "--idle", "-r", "50", "-f", "raw", "-o",
-                 str(out_dir / f"{tag}-{name}.folded"), "--pid", str(pid)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            )  # fmt: skip
+                [
+                    spy,
+                    "record",
+                    "--nonblocking",
+                    "--idle",
+                    "-r",
+                    "50",
+                    "-f",
+                    "raw",
+                    "-o",
+                    str(out_dir / f"{tag}-{name}.folded"),
+                    "--pid",
+                    str(pid),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
         )
     return procs
 
@@ -437,7 +539,12 @@ def _windows(log_text: str) -> list[dict[str, Any]]:
 
 
 def _served_side(
-    setup_: dict[str, Any], work: Path, shape: str, model: Path, jsonl: Path, args: argparse.Namespace
+    setup_: dict[str, Any],
+    work: Path,
+    shape: str,
+    model: Path,
+    jsonl: Path,
+    args: argparse.Namespace,
 ) -> dict[str, Any]:
     spy = setup_.get("py_spy") if args.profile else None
     profile_dir = work / "profile"
@@ -445,50 +552,95 @@ def _served_side(
     env = _env(setup_)
     caches = work / f"caches-served-{shape}"
     shutil.rmtree(caches, ignore_errors=True)
-    env.update({"VLLM_CACHE_ROOT": str(caches / "vllm"), "TRITON_CACHE_DIR": str(caches / "triton"),
-                "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor")})  # fmt: skip
+    env.update(
+        {
+            "VLLM_CACHE_ROOT": str(caches / "vllm"),
+            "TRITON_CACHE_DIR": str(caches / "triton"),
+            "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),
+        }
+    )
     prepared = work / f"prepared-{shape}"
     if not prepared.is_dir():
         _say(f"served ({shape}): speculators prepare-data")
         _run(
-            [setup_["python"], "-m", "speculators", "prepare-data", "--model", str(model),
-             "--data", str(jsonl), "--output", str(prepared), "--seq-length",
-             str(args.prompt_len + 8), "--overwrite"],
-            work / f"prepare-{shape}.log", env, 900,
-        )  # fmt: skip
+            [
+                setup_["python"],
+                "-m",
+                "speculators",
+                "prepare-data",
+                "--model",
+                str(model),
+                "--data",
+                str(jsonl),
+                "--output",
+                str(prepared),
+                "--seq-length",
+                str(args.prompt_len + 8),
+                "--overwrite",
+            ],
+            work / f"prepare-{shape}.log",
+            env,
+            900,
+        )
     store = SHM / "pw-bench" / f"server-{shape}"
     shutil.rmtree(store, ignore_errors=True)
     store.mkdir(parents=True)
     port = _free_port()
     spec_config = {
-        "method": "extract_hidden_states", "num_speculative_tokens": 1,
-        "draft_model_config": {"hf_config": {"eagle_aux_hidden_state_layer_ids": _layer_ids(shape)}},
-    }  # fmt: skip
+        "method": "extract_hidden_states",
+        "num_speculative_tokens": 1,
+        "draft_model_config": {
+            "hf_config": {"eagle_aux_hidden_state_layer_ids": _layer_ids(shape)}
+        },
+    }
     kv_config = {
-        "kv_connector": "ExampleHiddenStatesConnector", "kv_role": "kv_producer",
+        "kv_connector": "ExampleHiddenStatesConnector",
+        "kv_role": "kv_producer",
         "kv_connector_extra_config": {"shared_storage_path": str(store)},
-    }  # fmt: skip
+    }
     argv = [
-        setup_["python"], "-m", "vllm.entrypoints.cli.main", "serve", str(model),
-        "--speculative_config", json.dumps(spec_config), "--kv_transfer_config", json.dumps(kv_config),
-        "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16",
-        "--max-model-len", str(args.prompt_len + 8),
-        "--max-num-batched-tokens", str(MAX_BATCHED_TOKENS),
-        "--gpu-memory-utilization", str(GPU_MEMORY_UTILIZATION), "--load-format", "dummy",
-    ]  # fmt: skip
+        setup_["python"],
+        "-m",
+        "vllm.entrypoints.cli.main",
+        "serve",
+        str(model),
+        "--speculative_config",
+        json.dumps(spec_config),
+        "--kv_transfer_config",
+        json.dumps(kv_config),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        "bfloat16",
+        "--max-model-len",
+        str(args.prompt_len + 8),
+        "--max-num-batched-tokens",
+        str(MAX_BATCHED_TOKENS),
+        "--gpu-memory-utilization",
+        str(GPU_MEMORY_UTILIZATION),
+        "--load-format",
+        "dummy",
+    ]
     log = work / f"serve-{shape}.log"
     log.unlink(missing_ok=True)
     _say(f"served ({shape}): vllm serve starting")
     launched = time.time()
     handle = log.open("ab")
-    server = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    server = subprocess.Popen(
+        argv, stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True
+    )
     sampler = _Sampler(spy, server.pid, profile_dir / f"startup-{shape}.txt")
     result: dict[str, Any] = {"server_args": argv[4:], "clients": {}}
     try:
         next_dump = time.time() + 5
         while True:
             if server.poll() is not None:
-                raise SystemExit(f"vllm serve exited {server.returncode}:\n{log.read_text(errors='replace')[-4000:]}")
+                raise SystemExit(
+                    f"vllm serve exited {server.returncode}:\n"
+                    f"{log.read_text(errors='replace')[-4000:]}"
+                )
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as reply:
                     if reply.status == 200:
@@ -514,24 +666,51 @@ def _served_side(
             cenv = _env(setup_, *front)
             out_root = SHM / "pw-bench" / f"files-{shape}-{client}"
             shutil.rmtree(out_root, ignore_errors=True)
-            base = [setup_["python"], "-m", "speculators", "generate-offline-data",
-                    "--endpoint", f"http://127.0.0.1:{port}/v1", "--preprocessed-data", str(prepared),
-                    "--fail-on-error"]  # fmt: skip
+            base = [
+                setup_["python"],
+                "-m",
+                "speculators",
+                "generate-offline-data",
+                "--endpoint",
+                f"http://127.0.0.1:{port}/v1",
+                "--preprocessed-data",
+                str(prepared),
+                "--fail-on-error",
+            ]
             clog = work / f"client-{shape}-{client}.log"
             clog.unlink(missing_ok=True)
             t0 = time.perf_counter()
-            warm = _run([*base, "--output", str(out_root / "warmup"), "--max-samples", str(args.warmup)],
-                        clog, cenv, args.side_timeout)  # fmt: skip
+            warm = _run(
+                [*base, "--output", str(out_root / "warmup"), "--max-samples", str(args.warmup)],
+                clog,
+                cenv,
+                args.side_timeout,
+            )
             warm_s = time.perf_counter() - t0
             warm_found = _TIMING.findall(warm)
             log_mark = len(log.read_text(errors="replace"))
             records = _record(spy, pids, profile_dir, f"{shape}-{client}")
             client_spy = []
             if spy is not None:
-                client_spy = [spy, "record", "--nonblocking", "-r", "50", "-f", "raw", "-o",
-                              str(profile_dir / f"{shape}-{client}-client.folded"), "--"]  # fmt: skip
+                client_spy = [
+                    spy,
+                    "record",
+                    "--nonblocking",
+                    "-r",
+                    "50",
+                    "-f",
+                    "raw",
+                    "-o",
+                    str(profile_dir / f"{shape}-{client}-client.folded"),
+                    "--",
+                ]
             t1 = time.perf_counter()
-            text = _run([*client_spy, *base, "--output", str(out_root / "measured")], clog, cenv, args.side_timeout)
+            text = _run(
+                [*client_spy, *base, "--output", str(out_root / "measured")],
+                clog,
+                cenv,
+                args.side_timeout,
+            )
             wall = time.perf_counter() - t1
             _stop_records(records)
             found = _TIMING.findall(text)
@@ -541,17 +720,30 @@ def _served_side(
             files = len(list((out_root / "measured").glob("hs_*.safetensors")))
             tokens = files * args.prompt_len
             windows = _windows(log.read_text(errors="replace")[log_mark:])
-            speculators_version = setup_["versions"]["speculators"] if client == "target" else setup_["upstream_speculators"]
+            speculators_version = (
+                setup_["versions"]["speculators"]
+                if client == "target"
+                else setup_["upstream_speculators"]
+            )
             result["clients"][client] = {
                 "speculators": speculators_version,
-                "warmup": {"prompts": args.warmup, "command_s": round(warm_s, 2),
-                           "elapsed_s": float(warm_found[-1][0]) if warm_found else None},
-                "elapsed_s": elapsed, "samples_per_s": rate, "files": files,
-                "tokens_per_s": round(tokens / elapsed, 1), "command_wall_s": round(wall, 2),
+                "warmup": {
+                    "prompts": args.warmup,
+                    "command_s": round(warm_s, 2),
+                    "elapsed_s": float(warm_found[-1][0]) if warm_found else None,
+                },
+                "elapsed_s": elapsed,
+                "samples_per_s": rate,
+                "files": files,
+                "tokens_per_s": round(tokens / elapsed, 1),
+                "command_wall_s": round(wall, 2),
                 "engine_windows": windows,
-            }  # fmt: skip
+            }
             shutil.rmtree(out_root, ignore_errors=True)
-            _say(f"served ({shape}) {client} client: {tokens / elapsed:,.0f} tokens/s ({files} files)")
+            _say(
+                f"served ({shape}) {client} client: {tokens / elapsed:,.0f} tokens/s "
+                f"({files} files)"
+            )
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         try:
@@ -654,15 +846,27 @@ def run(args: argparse.Namespace) -> int:
     work: Path = args.work
     setup_ = _setup_of(work)
     report_path: Path = args.report
-    report: dict[str, Any] = json.loads(report_path.read_text()) if report_path.is_file() else {
-        "benchmark": "served_gpu", "shapes": {}, "machine": {}, "setup": setup_,
-    }
+    report: dict[str, Any] = (
+        json.loads(report_path.read_text())
+        if report_path.is_file()
+        else {
+            "benchmark": "served_gpu",
+            "shapes": {},
+            "machine": {},
+            "setup": setup_,
+        }
+    )
     try:
         gpu = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,memory.total,driver_version,compute_cap",
-             "--format=csv,noheader"],
-            capture_output=True, text=True, check=False,
-        ).stdout.strip()  # fmt: skip
+            [
+                "nvidia-smi",
+                "--query-gpu=name,memory.total,driver_version,compute_cap",
+                "--format=csv,noheader",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
     except FileNotFoundError:
         gpu = "none (no nvidia-smi)"
     report["machine"] = {"gpu": gpu, "cpus": os.cpu_count(), "python": sys.version.split()[0]}
@@ -670,9 +874,17 @@ def run(args: argparse.Namespace) -> int:
     (SHM / "pw-bench").mkdir(parents=True, exist_ok=True)
     report["shm"] = _dd(SHM / "pw-bench")
     shape_report = report["shapes"].setdefault(args.shape, {})
-    shape_report.update({"dims": SHAPES[args.shape], "prompts": args.prompts, "prompt_len": args.prompt_len,
-                         "layer_ids": _layer_ids(args.shape), "max_num_batched_tokens": MAX_BATCHED_TOKENS,
-                         "gpu_memory_utilization": GPU_MEMORY_UTILIZATION, "warmup_prompts": args.warmup})  # fmt: skip
+    shape_report.update(
+        {
+            "dims": SHAPES[args.shape],
+            "prompts": args.prompts,
+            "prompt_len": args.prompt_len,
+            "layer_ids": _layer_ids(args.shape),
+            "max_num_batched_tokens": MAX_BATCHED_TOKENS,
+            "gpu_memory_utilization": GPU_MEMORY_UTILIZATION,
+            "warmup_prompts": args.warmup,
+        }
+    )
     model = _model(setup_, work, args.shape)
     prompts, jsonl = _prompts(work, args.shape, args.prompts, args.prompt_len)
 
@@ -700,7 +912,11 @@ def run(args: argparse.Namespace) -> int:
 def portable(data: Any, work: Path) -> Any:
     """The report with the machine's own paths named by role: the work folder as ``$WORK``,
     the machine's python as ``python3`` (a committed report names no path of the machine)."""
-    python = json.loads(json.dumps(data)).get("setup", {}).get("python") if isinstance(data, dict) else None
+    python = (
+        json.loads(json.dumps(data)).get("setup", {}).get("python")
+        if isinstance(data, dict)
+        else None
+    )
 
     def fix(value: Any) -> Any:
         if isinstance(value, str):
@@ -726,8 +942,6 @@ def make_portable(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- render
 def render(args: argparse.Namespace) -> int:
     """The report's page, as ``python -m patchwheel.results`` writes it under docs/results/."""
-    import importlib.util
-
     sys.path.insert(0, str(SRC))  # patchwheel.errors; the page module alone, not its package
     spec = importlib.util.spec_from_file_location(
         "served_paths", SRC / "patchwheel" / "results" / "served_paths.py"
@@ -737,7 +951,9 @@ def render(args: argparse.Namespace) -> int:
     served_paths = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(served_paths)
     data = json.loads(Path(args.report).read_text())
-    print("\n".join([f"# {served_paths.title(data)}", "", *served_paths.body(data, str(args.report))]))
+    print(
+        "\n".join([f"# {served_paths.title(data)}", "", *served_paths.body(data, str(args.report))])
+    )
     return 0
 
 
@@ -771,9 +987,12 @@ def main(argv: list[str] | None = None) -> int:
     p_portable.add_argument("--work", type=Path, required=True)
     args = parser.parse_args(argv)
     verbs = {
-        "setup": setup, "run": run, "render": render, "portable": make_portable,
+        "setup": setup,
+        "run": run,
+        "render": render,
+        "portable": make_portable,
         "reprofile": reprofile,
-    }  # fmt: skip
+    }
     return verbs[args.verb](args)
 
 

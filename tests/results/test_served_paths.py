@@ -26,8 +26,11 @@ def test_the_committed_report_gives_every_path_and_its_ratios() -> None:
         assert f"## {shape}" in text
         prefill = rep["prefill"]["tokens_per_s"]
         for client, fig in rep["served"]["clients"].items():
-            row = next(line for line in text.splitlines() if f", {client} speculators" in line
-                       and f"{fig['tokens_per_s']:,.0f}" in line)
+            row = next(
+                line
+                for line in text.splitlines()
+                if f", {client} speculators" in line and f"{fig['tokens_per_s']:,.0f}" in line
+            )
             assert f"| {fig['tokens_per_s'] / prefill:.3f} |" in row
     assert served_paths.status(data, "r").startswith("bench: served ")
 
@@ -36,9 +39,10 @@ def test_where_the_time_goes_comes_from_the_engine_profile() -> None:
     data = _report()
     rep = data["shapes"]["bench"]
     main = rep["profile"]["bench-target-engine"]["main_thread"]
-    busy = main["step_s"] / rep["served"]["clients"]["target"]["elapsed_s"]
+    elapsed = rep["served"]["clients"]["target"]["elapsed_s"]
+    busy = main["step_s"] / elapsed
     text = "\n".join(served_paths.body(data, "r"))
-    assert f"| target | {rep['served']['clients']['target']['elapsed_s']} | {main['step_s']} | {busy:.0%} |" in text
+    assert f"| target | {elapsed} | {main['step_s']} | {busy:.0%} |" in text
 
 
 def test_a_failed_side_is_shown_and_a_malformed_report_named(tmp_path: Path) -> None:
@@ -46,5 +50,5 @@ def test_a_failed_side_is_shown_and_a_malformed_report_named(tmp_path: Path) -> 
     data["shapes"]["bench"]["offline"] = {"error": "vllm serve exited 1"}
     text = "\n".join(served_paths.body(data, "r"))
     assert "offline failed: `vllm serve exited 1`" in text
-    with pytest.raises(ResultsError, match="bad.json"):
+    with pytest.raises(ResultsError, match=r"bad\.json"):
         served_paths.body({"benchmark": "served_gpu", "shapes": []}, "bad.json")

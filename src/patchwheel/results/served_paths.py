@@ -40,7 +40,9 @@ def _tps(rep: dict[str, Any], side: str) -> float | None:
 
 
 def title(data: dict[str, Any]) -> str:
-    return f"Served paths side by side, {data.get('date')} ({(data.get('machine') or {}).get('gpu')})"
+    return (
+        f"Served paths side by side, {data.get('date')} ({(data.get('machine') or {}).get('gpu')})"
+    )
 
 
 def status(data: dict[str, Any], source: str) -> str:
@@ -122,7 +124,8 @@ def body(data: dict[str, Any], source: str) -> list[str]:
                 "Where the served path's time goes: the engine core's main thread (py-spy, "
                 "idle included) during each client's measured pass.",
                 "",
-                "| client | pass s | engine in steps s | engine busy | engine's own rate tokens/s |",
+                "| client | pass s | engine in steps s | engine busy "
+                "| engine's own rate tokens/s |",
                 "| --- | --- | --- | --- | --- |",
                 *rows,
             ]
