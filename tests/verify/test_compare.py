@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from patchwheel.verify.compare import (
+from patchwheel.verify.oracles.compare import (
     EPS,
     RTOL,
     Extracted,

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from patchwheel.index.consumer import Command
-from patchwheel.verify.consumer import install_as_consumer
-from patchwheel.verify.install import Venv, check_installed_files, cpu_wheels, read_manifest
+from patchwheel.verify.env.consumer import install_as_consumer
+from patchwheel.verify.env.install import Venv, check_installed_files, cpu_wheels, read_manifest
 from tests.verify.test_install import make_target
 
 

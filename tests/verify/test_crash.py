@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from patchwheel.verify import extract
-from patchwheel.verify.crash import (
+from patchwheel.verify.generator.crash import (
     Frame,
     diagnose,
     parse_tracebacks,
     read_failure,
     strip_log_prefix,
 )
+from patchwheel.verify.payloads import extract
 from tests.verify.fake_speculators import fake_site
 
 DATA = Path(__file__).with_name("data")

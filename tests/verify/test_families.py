@@ -13,7 +13,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from patchwheel.errors import VerifyError
-from patchwheel.verify.families import (
+from patchwheel.verify.models.families import (
     CARD,
     FACTS,
     FAMILIES,
@@ -24,8 +24,8 @@ from patchwheel.verify.families import (
     parse_families,
     read_card,
 )
-from patchwheel.verify.model import BOS
-from patchwheel.verify.reference import load_reference_model, residual_stream
+from patchwheel.verify.models.tiny import BOS
+from patchwheel.verify.oracles.reference import load_reference_model, residual_stream
 
 # sha256 of model.safetensors for the default spec of each family, as written on the CPU
 # machine (transformers 5.17-5.19): the same bytes must come out on any machine.

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from patchwheel.errors import VerifyError
-from patchwheel.verify.compare import TensorCheck
-from patchwheel.verify.family_check import family_failures, summarize
+from patchwheel.verify.generator.family_check import family_failures, summarize
+from patchwheel.verify.oracles.compare import TensorCheck
 from patchwheel.verify.readme import END, START, rewrite
 from patchwheel.verify.report import VerifyReport, write_report
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from patchwheel.errors import VerifyError
-from patchwheel.verify import speed
 from patchwheel.verify.gpu import install, machine, report
+from patchwheel.verify.payloads import speed
 from tests import support
 
 

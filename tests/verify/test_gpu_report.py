@@ -14,13 +14,13 @@ import pytest
 import torch
 
 from patchwheel.errors import VerifyError
-from patchwheel.verify import speed
-from patchwheel.verify.compare import Extracted, compare_all
-from patchwheel.verify.families import FAMILIES, FamilySpec
+from patchwheel.verify.generator.plan import VerifyPlan
 from patchwheel.verify.gpu import correctness, options, readme, report, throughput
 from patchwheel.verify.gpu.install import Runtime
 from patchwheel.verify.gpu.report import GpuReport, check_schema, markdown_summary
-from patchwheel.verify.plan import VerifyPlan
+from patchwheel.verify.models.families import FAMILIES, FamilySpec
+from patchwheel.verify.oracles.compare import Extracted, compare_all
+from patchwheel.verify.payloads import speed
 from patchwheel.workspace import Workspace
 
 PACKAGES = [

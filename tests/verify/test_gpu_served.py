@@ -13,7 +13,7 @@ import pytest
 from patchwheel.errors import VerifyError
 from patchwheel.verify.gpu import report
 from patchwheel.verify.gpu.options import GpuOptions
-from patchwheel.verify.gpu.served import (
+from patchwheel.verify.served.gpu.session import (
     _loss,
     gpu_plan,
     is_served,

@@ -1,6 +1,6 @@
-"""The import trace (verify/importtrace/sitecustomize.py) in real processes, and the drop-list
-check on what it recorded: spawned and forked children are traced with their parent's run; an
-imported package on a test wheelhouse's drop list fails the check naming it; a caught failed
+"""The import trace (verify/payloads/importtrace/sitecustomize.py) in real processes, and the
+drop-list check on what it recorded: spawned and forked children are traced with their parent's
+run; an imported package on a test wheelhouse's drop list fails the check naming it; a caught failed
 import fails unless its importer tolerates it; a find_spec probe does not."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from uv import find_uv_bin
 
 from patchwheel import manifest
 from patchwheel.errors import VerifyError
-from patchwheel.verify.install import (
+from patchwheel.verify.env.install import (
     BuiltWheel,
     Venv,
     built_inputs,
@@ -23,7 +23,7 @@ from patchwheel.verify.install import (
     read_manifest,
     reported_archive_sha256,
 )
-from patchwheel.verify.venv import prepare_venv
+from patchwheel.verify.env.venv import prepare_venv
 from tests import support
 
 

@@ -10,7 +10,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from patchwheel.verify.model import (
+from patchwheel.verify.generator.plan import VerifyPlan
+from patchwheel.verify.models.tiny import (
     BOS,
     EOS,
     TinyLlamaSpec,
@@ -18,8 +19,7 @@ from patchwheel.verify.model import (
     prompt_texts,
     tokenize_prompts,
 )
-from patchwheel.verify.plan import VerifyPlan
-from patchwheel.verify.reference import load_reference_model, residual_stream
+from patchwheel.verify.oracles.reference import load_reference_model, residual_stream
 
 SMALL = TinyLlamaSpec(num_layers=3, vocab_size=64, max_position_embeddings=256)
 

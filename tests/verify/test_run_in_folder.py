@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from patchwheel.errors import VerifyError
-from patchwheel.verify.extraction import EXTRACT_SCRIPT, run_in_folder
+from patchwheel.verify.generator.extraction import EXTRACT_SCRIPT, run_in_folder
 from tests.verify.fake_speculators import fake_site
 
 

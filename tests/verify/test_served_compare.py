@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from patchwheel.verify.generator.gpu.throughput import BENCH_SPEC
 from patchwheel.verify.gpu.options import GpuOptions
-from patchwheel.verify.gpu.served_compare import BENCH_MODEL, generator_figures
 from patchwheel.verify.gpu.served_summary import judge
-from patchwheel.verify.gpu.throughput import BENCH_SPEC
+from patchwheel.verify.served.gpu.compare import BENCH_MODEL, generator_figures
 
 SETTINGS = {"dtype": "bfloat16", "max_model_len": 1032, "enforce_eager": False}
 GPU = {"name": "NVIDIA H200", "count": 1}

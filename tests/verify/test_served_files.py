@@ -18,9 +18,9 @@ import torch
 from safetensors.torch import save_file
 
 from patchwheel.errors import VerifyError
-from patchwheel.verify.chat import CONVERSATIONS, expected_samples, expected_turn_rows
-from patchwheel.verify.model import TinyLlamaSpec, make_tiny_llama
-from patchwheel.verify.reference import load_reference_model, residual_stream
+from patchwheel.verify.models.chat import CONVERSATIONS, expected_samples, expected_turn_rows
+from patchwheel.verify.models.tiny import TinyLlamaSpec, make_tiny_llama
+from patchwheel.verify.oracles.reference import load_reference_model, residual_stream
 from patchwheel.verify.served.files import (
     check_against_generator,
     check_against_transformers,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from patchwheel.errors import VerifyError
-from patchwheel.verify.compare import TensorCheck
+from patchwheel.verify.oracles.compare import TensorCheck
 from patchwheel.verify.report import PackageRecord
 from patchwheel.verify.served.readme import END, START, rewrite
 from patchwheel.verify.served.report import ServedReport, read_served_report, write_report

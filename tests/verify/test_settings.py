@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from patchwheel.errors import VerifyError
-from patchwheel.verify.extract import SettingNotApplied, _generator_kwargs, check_applied
-from patchwheel.verify.gpu.correctness import requested_settings
-from patchwheel.verify.plan import VerifyPlan
+from patchwheel.verify.generator.gpu.correctness import requested_settings
+from patchwheel.verify.generator.plan import VerifyPlan
+from patchwheel.verify.payloads.extract import SettingNotApplied, _generator_kwargs, check_applied
 from patchwheel.verify.report import REPORT_KEYS, VerifyReport, read_report, write_report
 
 

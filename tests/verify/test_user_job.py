@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from patchwheel.errors import VerifyError
-from patchwheel.verify import diskio, savejob
+from patchwheel.verify.generator.gpu.throughput import end_to_end
 from patchwheel.verify.gpu import options as gpu_options
 from patchwheel.verify.gpu import userjob
 from patchwheel.verify.gpu.report import GpuReport, check_schema, markdown_summary
-from patchwheel.verify.gpu.throughput import end_to_end
+from patchwheel.verify.payloads import diskio, savejob
 from patchwheel.workspace import Workspace
 
 LAYERS, HIDDEN = 4, 256

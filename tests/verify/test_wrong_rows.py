@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import torch
 
-from patchwheel.verify.compare import Extracted, TensorCheck, compare_call
-from patchwheel.verify.model import TinyLlamaSpec, make_tiny_llama
-from patchwheel.verify.reference import load_reference_model, residual_stream
+from patchwheel.verify.models.tiny import TinyLlamaSpec, make_tiny_llama
+from patchwheel.verify.oracles.compare import Extracted, TensorCheck, compare_call
+from patchwheel.verify.oracles.reference import load_reference_model, residual_stream
 
 LAYERS = [0, 2, 4, 5]
 STEP = 64  # a stand-in step budget: prompts longer than it come in chunks

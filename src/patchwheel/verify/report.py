@@ -12,7 +12,7 @@ from rich.table import Table
 
 from patchwheel import atomic
 from patchwheel.errors import VerifyError
-from patchwheel.verify.compare import TensorCheck, max_error_per_layer
+from patchwheel.verify.oracles.compare import TensorCheck, max_error_per_layer
 
 
 @dataclass(frozen=True)

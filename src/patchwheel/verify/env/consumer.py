@@ -21,7 +21,7 @@ from pathlib import Path
 from patchwheel.config.targets import Target
 from patchwheel.errors import VerifyError
 from patchwheel.index.consumer import Command, Installer, install_commands
-from patchwheel.verify.install import BuiltWheel, Venv, check_installed_files
+from patchwheel.verify.env.install import BuiltWheel, Venv, check_installed_files
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from rich.console import Console
 
 from patchwheel import atomic, manifest
 from patchwheel.errors import VerifyError
-from patchwheel.verify.install import (
+from patchwheel.verify.env.install import (
     BuiltWheel,
     Venv,
     check_installed,

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from patchwheel.errors import VerifyError
 from patchwheel.index.consumer import Command
-from patchwheel.verify.consumer import InstallRecord, install_as_consumer
-from patchwheel.verify.install import (
+from patchwheel.verify.env.consumer import InstallRecord, install_as_consumer
+from patchwheel.verify.env.install import (
     BuiltWheel,
     Venv,
     check_installed,

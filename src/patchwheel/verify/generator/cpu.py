@@ -23,23 +23,25 @@ from patchwheel import manifest
 from patchwheel.config.targets import Target
 from patchwheel.errors import VerifyError
 from patchwheel.index.consumer import Command, Installer
-from patchwheel.verify.compare import RTOL
-from patchwheel.verify.consumer import cpu_commands
-from patchwheel.verify.extraction import (
+from patchwheel.verify.env.consumer import cpu_commands
+from patchwheel.verify.env.install import Venv, built_inputs, cpu_wheels, read_manifest
+from patchwheel.verify.env.venv import installable, prepare_venv
+from patchwheel.verify.generator.extraction import (
     EXTRACT_SCRIPT,
     Extraction,
     compare_with_reference,
     run_in_folder,
 )
-from patchwheel.verify.family_check import (
+from patchwheel.verify.generator.family_check import (
     CPU_FAMILIES,
     SideRun,
     check_families,
     family_failures,
 )
-from patchwheel.verify.install import Venv, built_inputs, cpu_wheels, read_manifest
-from patchwheel.verify.model import make_tiny_llama
-from patchwheel.verify.plan import VerifyPlan, extraction_request
+from patchwheel.verify.generator.plan import VerifyPlan, extraction_request
+from patchwheel.verify.generator.userpath import UserPathFailed, UserPathPlan, run_user_path
+from patchwheel.verify.models.tiny import make_tiny_llama
+from patchwheel.verify.oracles.compare import RTOL
 from patchwheel.verify.report import (
     CallRecord,
     PackageRecord,
@@ -50,8 +52,6 @@ from patchwheel.verify.report import (
 from patchwheel.verify.served.cpu import verify_served_cpu
 from patchwheel.verify.served.report import ServedReport
 from patchwheel.verify.served.results import GeneratorFiles
-from patchwheel.verify.userpath import UserPathFailed, UserPathPlan, run_user_path
-from patchwheel.verify.venv import installable, prepare_venv
 
 REPORT_NAME = "verify-cpu.json"
 # Worker processes must not download anything; the model is local.
@@ -290,7 +290,8 @@ def verify_as_user(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m patchwheel.verify.cpu BUILD_DIR INDEX_DIR WORK_DIR`: a direct entry point."""
+    """`python -m patchwheel.verify.generator.cpu BUILD_DIR INDEX_DIR WORK_DIR`: a direct
+    entry point."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 3:
         print(main.__doc__, file=sys.stderr)

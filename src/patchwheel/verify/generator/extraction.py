@@ -2,8 +2,9 @@
 read back and compared with transformers; shared by the CPU and the GPU session.
 
 The script writes ``result.json`` and ``hidden_states.safetensors`` into its folder, or
-``failure.json`` when it crashes; a crash is explained (:mod:`patchwheel.verify.crash`) by the
-speculators line and the vLLM function it called.
+``failure.json`` when it crashes; a crash is explained
+(:mod:`patchwheel.verify.generator.crash`) by the speculators line and the vLLM function it
+called.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from patchwheel.errors import VerifyError
-from patchwheel.verify.compare import Extracted, TensorCheck, compare_call
-from patchwheel.verify.crash import diagnose, read_failure
-from patchwheel.verify.plan import VerifyPlan
-from patchwheel.verify.reference import load_reference_model, residual_stream
+from patchwheel.verify.generator.crash import diagnose, read_failure
+from patchwheel.verify.generator.plan import VerifyPlan
+from patchwheel.verify.oracles.compare import Extracted, TensorCheck, compare_call
+from patchwheel.verify.oracles.reference import load_reference_model, residual_stream
+from patchwheel.verify.payloads import script
 
-EXTRACT_SCRIPT = Path(__file__).with_name("extract.py")
+EXTRACT_SCRIPT = script("extract")
 LOG_NAME = "extract.log"
 
 

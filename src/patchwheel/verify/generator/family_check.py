@@ -1,8 +1,8 @@
 """Model families on CPU: speculators' extraction against transformers AND the vLLM oracle.
 
-For each family (:mod:`patchwheel.verify.families`: a seeded 4-layer Llama, Qwen3 and Qwen3-MoE
-with every expert active) the verify plan's prompts (two ``generate`` calls, prompts longer
-than the 256-token step, an exact-step prompt, a 1-token prompt, an exact repeat) go through
+For each family (:mod:`patchwheel.verify.models.families`: a seeded 4-layer Llama, Qwen3 and
+Qwen3-MoE with every expert active) the verify plan's prompts (two ``generate`` calls, prompts
+longer than the 256-token step, an exact-step prompt, a 1-token prompt, an exact repeat) go through
 three sides, each with its own copy of the settings it ran with:
 
 - extraction: speculators' ``VllmHiddenStatesGenerator`` (``extract.py``, the venv's python);
@@ -21,22 +21,22 @@ from typing import Any
 
 from rich.console import Console
 
-from patchwheel.verify.compare import (
+from patchwheel.verify.generator.extraction import (
+    EXTRACT_SCRIPT,
+    Extraction,
+    reference_settings,
+    run_in_folder,
+)
+from patchwheel.verify.generator.plan import VerifyPlan, extraction_request
+from patchwheel.verify.models.families import FamilySpec, make_family_model, read_card
+from patchwheel.verify.oracles.compare import (
     Calls,
     TensorCheck,
     as_reference,
     compare_all,
     max_error_per_layer,
 )
-from patchwheel.verify.extraction import (
-    EXTRACT_SCRIPT,
-    Extraction,
-    reference_settings,
-    run_in_folder,
-)
-from patchwheel.verify.families import FamilySpec, make_family_model, read_card
-from patchwheel.verify.plan import VerifyPlan, extraction_request
-from patchwheel.verify.reference import load_reference_model, residual_stream
+from patchwheel.verify.oracles.reference import load_reference_model, residual_stream
 
 CPU_FAMILIES = ("llama", "qwen3", "qwen3_moe")
 ORACLE_SCRIPT = EXTRACT_SCRIPT.with_name("oracle.py")

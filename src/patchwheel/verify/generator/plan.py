@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patchwheel.verify.model import TinyLlamaSpec, prompt_texts, tokenize_prompts
+from patchwheel.verify.models.tiny import TinyLlamaSpec, prompt_texts, tokenize_prompts
 
 # Word counts per generate call; the tokenizer adds <s>, so prompts are one token longer.
 DEFAULT_CALLS: tuple[tuple[int, ...], ...] = (

@@ -1,9 +1,9 @@
 """The user's path: speculators' own library pipeline in the verify venv, checked stage by stage.
 
-A tiny Llama with a chat-template tokenizer (:mod:`patchwheel.verify.chat`) and ShareGPT-style
-conversations go through :mod:`patchwheel.verify.pipeline` (run by the venv's python):
-preprocessing with the chat template, ``VllmHiddenStatesGenerator`` with the user's defaults,
-``data_<i>.pt`` + ``data_config.json`` + ``token_freq.pt``, the vocabulary mapping, the
+A tiny Llama with a chat-template tokenizer (:mod:`patchwheel.verify.models.chat`) and
+ShareGPT-style conversations go through :mod:`patchwheel.verify.payloads.pipeline` (run by the
+venv's python): preprocessing with the chat template, ``VllmHiddenStatesGenerator`` with the user's
+defaults, ``data_<i>.pt`` + ``data_config.json`` + ``token_freq.pt``, the vocabulary mapping, the
 EAGLE-3 draft config and model as speculators' trainer builds them, its own data loader, a
 forward pass and a checkpoint. Here the preprocessing is checked against the template (tokens
 and loss-mask lengths of every conversation), and every file's hidden states against
@@ -22,18 +22,19 @@ from pathlib import Path
 from typing import Any
 
 from patchwheel.errors import VerifyError
-from patchwheel.verify.chat import (
+from patchwheel.verify.models.chat import (
     CONVERSATIONS,
     expected_samples,
     sharegpt_records,
     write_chat_tokenizer,
     write_sharegpt,
 )
-from patchwheel.verify.compare import TensorCheck, check_tensor
-from patchwheel.verify.model import TinyLlamaSpec, make_tiny_llama
-from patchwheel.verify.reference import load_reference_model, residual_stream
+from patchwheel.verify.models.tiny import TinyLlamaSpec, make_tiny_llama
+from patchwheel.verify.oracles.compare import TensorCheck, check_tensor
+from patchwheel.verify.oracles.reference import load_reference_model, residual_stream
+from patchwheel.verify.payloads import script
 
-PIPELINE_SCRIPT = Path(__file__).with_name("pipeline.py")
+PIPELINE_SCRIPT = script("pipeline")
 LOG_NAME = "pipeline.log"
 
 

@@ -3,7 +3,7 @@
 speculators' preprocessing refuses a tokenizer without a chat template, finds the assistant
 spans through it (it looks for the word "assistant" after a "<" between two turns) and
 tokenizes with ``return_offsets_mapping`` (a fast tokenizer). Every tiny model family shares
-this tokenizer: its vocabulary is :mod:`patchwheel.verify.model`'s three specials, three role
+this tokenizer: its vocabulary is :mod:`patchwheel.verify.models.tiny`'s three specials, three role
 tokens (ids 3-5, special tokens, so WordLevel never splits them), then ordinary words ``w0``…
 up to the model's vocabulary size. A conversation renders as::
 
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from patchwheel.verify.model import BOS, EOS, SPECIALS, UNK, word
+from patchwheel.verify.models.tiny import BOS, EOS, SPECIALS, UNK, word
 
 ROLE_TOKENS = ("<|system|>", "<|user|>", "<|assistant|>")
 CHAT_TEMPLATE = (

@@ -1,7 +1,7 @@
 """Tiny seeded models of the families users extract from: Llama, Qwen3, Qwen3-MoE, DeepSeek-V3.
 
 Each model directory holds ``config.json``, ``model.safetensors``, the verify harness's
-tokenizer (:mod:`patchwheel.verify.model`, so every family sees the same prompts) and
+tokenizer (:mod:`patchwheel.verify.models.tiny`, so every family sees the same prompts) and
 ``patchwheel-family.json`` (the spec, the config facts the check depends on, the weights'
 sha256).
 
@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from patchwheel.errors import VerifyError
-from patchwheel.verify.model import BOS, EOS, TinyLlamaSpec, make_tokenizer_dir, vocab
+from patchwheel.verify.models.tiny import BOS, EOS, TinyLlamaSpec, make_tokenizer_dir, vocab
 
 FAMILIES = ("llama", "qwen3", "qwen3_moe", "deepseek_v3")
 WEIGHTS = "model.safetensors"
@@ -343,7 +343,7 @@ def read_card(model_dir: Path) -> dict[str, Any]:
     except (OSError, ValueError) as exc:
         raise VerifyError(
             f"{path}: no readable family card ({exc}); regenerate the model with "
-            "patchwheel.verify.families.make_family_model"
+            "patchwheel.verify.models.families.make_family_model"
         ) from exc
     return card
 

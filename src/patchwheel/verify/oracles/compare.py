@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-    from patchwheel.verify.plan import VerifyPlan
+    from patchwheel.verify.generator.plan import VerifyPlan
 
 EPS: dict[str, float] = {"float32": 2.0**-23, "bfloat16": 2.0**-7, "float16": 2.0**-10}
 RTOL: dict[str, float] = {

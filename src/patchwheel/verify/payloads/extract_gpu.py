@@ -21,7 +21,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-VERIFY_DIR = Path(__file__).resolve().parent.parent  # extract.py and oracle.py
+VERIFY_DIR = Path(__file__).resolve().parent  # extract.py and oracle.py, beside this file
 FACTS: dict[str, Any] = {}
 
 
@@ -52,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 2:
         print(__doc__, file=sys.stderr)
         return 2
-    # This folder (the session's own modules) off the path; extract.py's and oracle.py's last
-    # on it (and the workers'), shadowing nothing.
+    # This folder (the payloads) moved from the front of the path to its end, and last on the
+    # workers' path: extract.py and oracle.py importable, shadowing nothing.
     here = str(Path(__file__).resolve().parent)
     sys.path[:] = [p for p in sys.path if p and str(Path(p).resolve()) != here]
     sys.path.append(str(VERIFY_DIR))

@@ -15,13 +15,16 @@ run that path. This package is the served one:
 - ``plan.py``: what a run serves and asks (model, layers, connectors, dataset, steps);
 - ``files.py``: the hidden-state files read back (plain and FP8) and checked against
   transformers and against the generator generation's files (shared comparison:
-  ``verify.compare``; shared oracle: ``verify.reference``);
-- ``pipeline.py`` (run by the venv's python): speculators' own training-side objects on the
-  files: its config resolution, vocabulary mapping, draft model, data loader, a forward pass,
-  and on a GPU its trainer;
+  ``verify.oracles.compare``; shared oracle: ``verify.oracles.reference``);
+- ``verify/payloads/served_pipeline.py`` (run by the venv's python): speculators' own
+  training-side objects on the files: its config resolution, vocabulary mapping, draft model, data
+  loader, a forward pass, and on a GPU its trainer;
 - ``steps.py``: the user's commands against the servers (``prepare-data``,
   ``generate-offline-data``), failures explained from the servers' logs;
 - ``userpath.py``: the user's path, stage by stage, and its checks; ``results.py``: what it
   did; ``cpu.py``: ``nox -s verify`` for a served target; ``report.py``: its
-  ``verify-cpu.json``.
+  ``verify-cpu.json``;
+- ``gpu/``: the served target's GPU stages (``gpu/session.py``, dispatched to by the GPU
+  session, :mod:`patchwheel.verify.gpu`) and its throughput beside the generator's
+  (``gpu/compare.py``).
 """

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from patchwheel.errors import VerifyError
-from patchwheel.verify.model import TinyLlamaSpec
+from patchwheel.verify.models.tiny import TinyLlamaSpec
 
 
 @dataclass(frozen=True)

@@ -29,15 +29,16 @@ from pathlib import Path
 from typing import Any
 
 from patchwheel.errors import VerifyError
-from patchwheel.verify.chat import (
+from patchwheel.verify.models.chat import (
     expected_turn_rows,
     sharegpt_records,
     write_chat_tokenizer,
     write_sharegpt,
 )
-from patchwheel.verify.compare import max_error_per_layer
-from patchwheel.verify.families import FamilySpec, make_family_model
-from patchwheel.verify.model import make_tiny_llama
+from patchwheel.verify.models.families import FamilySpec, make_family_model
+from patchwheel.verify.models.tiny import make_tiny_llama
+from patchwheel.verify.oracles.compare import max_error_per_layer
+from patchwheel.verify.payloads import script
 from patchwheel.verify.served.files import (
     check_against_generator,
     check_against_transformers,
@@ -49,7 +50,7 @@ from patchwheel.verify.served.plan import ServedPlan
 from patchwheel.verify.served.results import GeneratorFiles, ServedPathFailed, ServedResult
 from patchwheel.verify.served.steps import run_step, serve_and_generate
 
-PIPELINE_SCRIPT = Path(__file__).with_name("pipeline.py")
+PIPELINE_SCRIPT = script("served_pipeline")
 
 
 def prepare_inputs(plan: ServedPlan, work: Path) -> tuple[Path, Path]:

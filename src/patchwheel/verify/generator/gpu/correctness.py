@@ -1,12 +1,12 @@
 """One model family at one tensor-parallel size: speculators' extraction against both oracles.
 
-Per family the same seeded model (:mod:`patchwheel.verify.families`) and the same prompts
+Per family the same seeded model (:mod:`patchwheel.verify.models.families`) and the same prompts
 (the verify plan's two calls plus a call of long prompts, every one longer than a step) go
 through three sides, each in its own process:
 
 - extraction: speculators' VllmHiddenStatesGenerator at its GPU default (compiled, CUDA
   graphs), ``enforce_eager`` passed explicitly (``gpu/extract_gpu.py``);
-- the vLLM oracle: the same layers hooked in a plain ``vllm.LLM`` (``verify/oracle.py``);
+- the vLLM oracle: the same layers hooked in a plain ``vllm.LLM`` (``verify/payloads/oracle.py``);
 - transformers: the residual stream of the same weights (in this process, on the CPU).
 
 Verdict: extraction must be within tolerance of the vLLM oracle, and of transformers unless
@@ -27,7 +27,12 @@ from typing import Any
 from rich.console import Console
 
 from patchwheel.errors import VerifyError
-from patchwheel.verify.compare import (
+from patchwheel.verify.generator.extraction import EXTRACT_SCRIPT, load_extraction, run_script
+from patchwheel.verify.generator.plan import DEFAULT_CALLS, VerifyPlan
+from patchwheel.verify.gpu.install import Runtime
+from patchwheel.verify.gpu.options import GpuOptions
+from patchwheel.verify.models.families import FamilySpec, make_family_model, read_card
+from patchwheel.verify.oracles.compare import (
     Calls,
     Extracted,
     Reference,
@@ -36,14 +41,10 @@ from patchwheel.verify.compare import (
     compare_all,
     max_error_per_layer,
 )
-from patchwheel.verify.extraction import EXTRACT_SCRIPT, load_extraction, run_script
-from patchwheel.verify.families import FamilySpec, make_family_model, read_card
-from patchwheel.verify.gpu.install import Runtime
-from patchwheel.verify.gpu.options import GpuOptions
-from patchwheel.verify.plan import DEFAULT_CALLS, VerifyPlan
-from patchwheel.verify.reference import load_reference_model, residual_stream
+from patchwheel.verify.oracles.reference import load_reference_model, residual_stream
+from patchwheel.verify.payloads import script
 
-EXTRACT_GPU_SCRIPT = Path(__file__).with_name("extract_gpu.py")
+EXTRACT_GPU_SCRIPT = script("extract_gpu")
 ORACLE_SCRIPT = EXTRACT_SCRIPT.with_name("oracle.py")
 TIMEOUT_S = 600
 LAYERS = (0, 1, 2, 3)  # every layer of the 4-layer family models

@@ -1,5 +1,5 @@
 """Extraction vs vLLM's own ``LLM.generate(max_tokens=1)`` prefill, tokens/s on the same
-prompts, model and settings, each side in its own process (``verify/speed.py``).
+prompts, model and settings, each side in its own process (``verify/payloads/speed.py``).
 
 Sides: ``extraction`` (speculators' generator at its GPU default, compiled with CUDA graphs,
 ``enforce_eager=False`` passed explicitly), ``vllm-default`` (compiled + CUDA graphs, vLLM's
@@ -9,11 +9,11 @@ records its engine's effective ones. Start-up is the same on every side: cold pr
 (the parent's launch) to the first result. The goal: extraction >= 0.95 x compiled default.
 
 The user's job, end to end (``end_to_end``): the extraction side's generator then also writes
-the prompts' training files the way speculators' offline script does (``verify/savejob.py``:
-batches of 8, ``torch.save`` on 4 threads) to the RAM disk (``/dev/shm``) and to the machine's
-real disk (the work dir), beside each disk's write bandwidth measured here first
-(``verify/diskio.py``: large sequential writes with fsync) and the in-memory rates. Goal: the
-job on the RAM disk >= 0.9 x compiled default.
+the prompts' training files the way speculators' offline script does
+(``verify/payloads/savejob.py``: batches of 8, ``torch.save`` on 4 threads) to the RAM disk
+(``/dev/shm``) and to the machine's real disk (the work dir), beside each disk's write bandwidth
+measured here first (``verify/payloads/diskio.py``: large sequential writes with fsync) and the
+in-memory rates. Goal: the job on the RAM disk >= 0.9 x compiled default.
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ from typing import Any
 from rich.console import Console
 
 from patchwheel.errors import VerifyError
-from patchwheel.verify import diskio
+from patchwheel.verify.generator.plan import MAX_NUM_SEQS
 from patchwheel.verify.gpu.install import Runtime
 from patchwheel.verify.gpu.options import GpuOptions
-from patchwheel.verify.model import TinyLlamaSpec, make_tiny_llama
-from patchwheel.verify.plan import MAX_NUM_SEQS
+from patchwheel.verify.models.tiny import TinyLlamaSpec, make_tiny_llama
+from patchwheel.verify.payloads import diskio, script
 
-SPEED_SCRIPT = Path(__file__).parent.parent / "speed.py"
+SPEED_SCRIPT = script("speed")
 GOAL_RATIO = 0.95
 END_TO_END_GOAL = 0.9
 BANDWIDTH_BYTES = 4 << 30  # each disk's bandwidth: a 4 GiB file, written and fsynced
@@ -220,7 +220,7 @@ def end_to_end(sides: dict[str, Any], disks: dict[str, dict[str, Any]]) -> dict[
     batched = job["in_memory_batched"]["tokens_per_s"]
     out: dict[str, Any] = {
         "writer": f"speculators v0.3.0 offline script's way: batches of {job['batch_size']}, "
-        f"torch.save on {job['threads']} threads (verify/savejob.py)",
+        f"torch.save on {job['threads']} threads (verify/payloads/savejob.py)",
         "in_memory_tokens_per_s": in_memory,
         "in_memory_ratio_vs_default": ratio(in_memory),
         "in_memory_batched_tokens_per_s": batched,

@@ -9,17 +9,17 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from patchwheel.errors import VerifyError
-from patchwheel.verify.gpu.correctness import extract_family
+from patchwheel.verify.generator.gpu.correctness import extract_family
 from patchwheel.verify.gpu.install import Runtime
 from patchwheel.verify.gpu.options import GpuOptions
+from patchwheel.verify.payloads import script
 
-TRAIN_SCRIPT = Path(__file__).with_name("train_draft.py")
+TRAIN_SCRIPT = script("train_draft")
 FAMILY = "llama"  # speculators' EAGLE-3 draft is a Llama decoder layer on a Llama verifier
 TIMEOUT_S = 600
 

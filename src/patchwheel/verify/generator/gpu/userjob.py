@@ -7,7 +7,7 @@ environment INSTALL.txt gives users (and the import trace, which records and cha
 nothing), the stage runs, unmodified:
 
 1. ``data_generation_offline.py`` on the user-path model (a tiny Llama with a chat template,
-   ``verify/chat.py``) and ShareGPT-style conversations: preprocessing, the generator at its
+   ``verify/models/chat.py``) and ShareGPT-style conversations: preprocessing, the generator at its
    defaults (``--tensor-parallel-size`` left to the script: the GPU count), ``data_<i>.pt``,
    ``data_config.json``, ``token_freq.pt``;
 2. ``build_vocab_mapping.py``: ``d2t.npy``, ``t2d.npy``;
@@ -29,10 +29,10 @@ from typing import Any
 from rich.console import Console
 
 from patchwheel.errors import VerifyError
-from patchwheel.verify.chat import CONVERSATIONS
+from patchwheel.verify.generator.userpath import UserPathPlan, prepare_inputs
 from patchwheel.verify.gpu.install import Runtime
 from patchwheel.verify.gpu.options import GpuOptions
-from patchwheel.verify.userpath import UserPathPlan, prepare_inputs
+from patchwheel.verify.models.chat import CONVERSATIONS
 
 TAG = "v0.3.0"
 TAG_COMMIT = "be6e86e79eee8b2d363399a767194e53f5407331"

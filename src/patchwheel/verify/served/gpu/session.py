@@ -3,7 +3,7 @@
 :func:`verify_served_gpu` replaces the generator generation's stages when the build's
 ``manifest.json`` says ``"generation": "served"`` (the GPU machine reads no target.toml):
 
-- ``correctness``: per model family (:mod:`patchwheel.verify.families`: Llama, Qwen3,
+- ``correctness``: per model family (:mod:`patchwheel.verify.models.families`: Llama, Qwen3,
   Qwen3-MoE, DeepSeek-V3), the user's served path of :mod:`patchwheel.verify.served` on the
   GPU: ``vllm serve`` with ``extract_hidden_states`` and vLLM's ExampleHiddenStatesConnector
   and hs-connectors' FP8 connector side by side (tensor parallel ``--tp``, each server a share
@@ -38,33 +38,33 @@ from rich.console import Console
 
 from patchwheel import atomic, manifest
 from patchwheel.errors import VerifyError
-from patchwheel.verify.gpu.install import Runtime, installed_packages, prepare_runtime
-from patchwheel.verify.gpu.machine import gpu_facts
-from patchwheel.verify.gpu.options import GpuOptions
-from patchwheel.verify.gpu.served_compare import generator_figures
-from patchwheel.verify.gpu.served_summary import judge, summary
-from patchwheel.verify.gpu.throughput import (
-    BENCH_SPEC,
-    CACHE_VARIABLES,
-    _side,
-    base_settings,
-    bench_model,
-)
-from patchwheel.verify.install import (
+from patchwheel.verify.env.install import (
     BuiltWheel,
     built_inputs,
     built_target,
     read_manifest,
     select_wheels,
 )
-from patchwheel.verify.model import TinyLlamaSpec
+from patchwheel.verify.generator.gpu.throughput import (
+    BENCH_SPEC,
+    CACHE_VARIABLES,
+    _side,
+    base_settings,
+    bench_model,
+)
+from patchwheel.verify.gpu.install import Runtime, installed_packages, prepare_runtime
+from patchwheel.verify.gpu.machine import gpu_facts
+from patchwheel.verify.gpu.options import GpuOptions
+from patchwheel.verify.gpu.served_summary import judge, summary
+from patchwheel.verify.models.tiny import TinyLlamaSpec
+from patchwheel.verify.payloads.speed import prompts_of
+from patchwheel.verify.served.gpu.compare import generator_figures
 from patchwheel.verify.served.launch import serve_argv, venv_serving, vllm_args
 from patchwheel.verify.served.plan import DEFAULT_CONNECTORS, ConnectorRun, ServedPlan
 from patchwheel.verify.served.results import ServedPathFailed
 from patchwheel.verify.served.server import serve
 from patchwheel.verify.served.steps import SPECULATORS, run_step
 from patchwheel.verify.served.userpath import run_served_path
-from patchwheel.verify.speed import prompts_of
 
 SERVED_DISTRIBUTIONS = ("speculators", "hs-connectors", "vllm")
 # Two servers share one GPU in the correctness stage; one has it in the others.
