@@ -481,11 +481,7 @@ def kill_continue_abort(made: Probe, label: str, site: str, where: Path) -> list
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    os.environ.get("ROLL_KILL_ALL") != "1",
-    reason="every distinct mutation site of a roll (about 30 min on 2 cores): ROLL_KILL_ALL=1; "
-    "CI kills before each step (test_a_roll_killed_before_each_step_continues_and_aborts)",
-)
+@pytest.mark.kill_all  # pytest --kill-all (tests/tiers.py)
 def test_a_roll_killed_before_every_mutation_site_continues_and_aborts(
     green: Probe, tmp_path: Path
 ) -> None:

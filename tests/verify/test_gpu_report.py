@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from patchwheel.errors import VerifyError
+from patchwheel.verify.generator.gpu import correctness, throughput
 from patchwheel.verify.generator.plan import VerifyPlan
-from patchwheel.verify.gpu import correctness, options, readme, report, throughput
+from patchwheel.verify.gpu import options, readme, report
 from patchwheel.verify.gpu.install import Runtime
 from patchwheel.verify.gpu.report import GpuReport, check_schema, markdown_summary
 from patchwheel.verify.models.families import FAMILIES, FamilySpec

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from patchwheel.errors import VerifyError
+from patchwheel.verify.generator.gpu import userjob
 from patchwheel.verify.generator.gpu.throughput import end_to_end
 from patchwheel.verify.gpu import options as gpu_options
-from patchwheel.verify.gpu import userjob
 from patchwheel.verify.gpu.report import GpuReport, check_schema, markdown_summary
 from patchwheel.verify.payloads import diskio, savejob
 from patchwheel.workspace import Workspace
