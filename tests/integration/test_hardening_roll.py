@@ -16,7 +16,7 @@ exit status, the output and the filesystem:
    one N1 → N6 before its bisect. Then: a new roll says one is in progress (exit 2);
    ``--continue`` ends as the uninterrupted roll did (status, pins, patches, checks) and the
    next roll is up to date; and, on a second killed copy, ``--abort`` puts patches/ and every
-   vendor tree back exactly. ``ROLL_KILL_ALL=1`` kills before every distinct site of the roll
+   vendor tree back exactly. ``pytest --kill-all`` kills before every distinct site of the roll
    instead (slow, not in CI).
 3. **Backwards.** ``--to`` an older nightly is refused (exit 2) naming both versions and
    ``--allow-downgrade``, which then moves back; a channel whose newest is older than the pin
