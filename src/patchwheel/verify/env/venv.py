@@ -1,8 +1,8 @@
 """The verify venv made and proven: a fresh venv holding exactly the target's built wheels.
 
-Shared by both generations' CPU verification (``verify.cpu``, ``verify.served.cpu``):
+Shared by both generations' CPU verification (``verify.generator.cpu``, ``verify.served.cpu``):
 :func:`prepare_venv` makes it with the consumer's own install commands (README's, see
-``verify.consumer``), or repairs a kept one, and re-hashes every file of every built wheel;
+``verify.env.consumer``), or repairs a kept one, and re-hashes every file of every built wheel;
 :func:`installable` turns a target's sdist artifacts into wheels first.
 """
 
@@ -36,7 +36,7 @@ def prepare_venv(
     commands: Sequence[Command] | None = None,
 ) -> tuple[list[PackageRecord], InstallRecord | None]:
     """A venv holding exactly `wheels`: made by the consumer's `commands` (README's install
-    section, see verify.consumer), or (reuse) repaired and re-hashed in place; with neither,
+    section, see verify.env.consumer), or (reuse) repaired and re-hashed in place; with neither,
     the built wheels by exact version from index_dir, then torch (no consumer command)."""
     log = log_dir / "pip.log"
     if reuse and venv.exists():

@@ -127,9 +127,9 @@ def verify_cpu(
     holding those wheels. work_dir: scratch space (venv, model, logs). reuse_venv: keep an
     existing venv in work_dir, reinstalling (and always re-hashing) the built wheels.
     commands: the consumer's install commands (index.consumer.install_commands, making the
-    venv work_dir/venv). user_path: run speculators' library pipeline too (verify.userpath).
-    families: model families (verify.family_check.CPU_FAMILIES) whose extraction is checked
-    against transformers and the vLLM oracle.
+    venv work_dir/venv). user_path: run speculators' library pipeline too
+    (verify.generator.userpath). families: model families (generator.family_check.CPU_FAMILIES)
+    whose extraction is checked against transformers and the vLLM oracle.
     """
     plan = plan or VerifyPlan()
     console = console or Console(stderr=True)

@@ -1,7 +1,7 @@
 """The served generation's verification (speculators >= 0.5): a real ``vllm serve``.
 
-speculators 0.3.0 drives vLLM's engine pieces itself (``verify.extract``, the "generator"
-generation). speculators >= 0.5 does not: vLLM serves the target model with its own
+speculators 0.3.0 drives vLLM's engine pieces itself (``verify/payloads/extract.py``, the
+"generator" generation). speculators >= 0.5 does not: vLLM serves the target model with its own
 ``extract_hidden_states`` speculative method and a KV connector that writes each request's
 hidden states to a safetensors file, and speculators' client sends the dataset over HTTP. A
 target says which it is (``generation`` in target.toml); ``nox -s verify`` and the GPU session

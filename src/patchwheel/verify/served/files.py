@@ -11,7 +11,7 @@ Two checks, both with :func:`patchwheel.verify.oracles.compare.check_tensor`:
 
 - :func:`check_against_transformers`: each file's layer ``k`` (vLLM's id) against the
   residual stream after decoder layer ``k - 1`` computed by transformers on the file's own
-  token ids (``verify.reference``), and the token ids against the dataset row.
+  token ids (``verify.oracles.reference``), and the token ids against the dataset row.
 - :func:`check_against_generator`: against the generator generation's ``data_<i>.pt`` files
   of the same model (speculators 0.3.0's user path, layer ``i`` = the stream after decoder
   layer ``i``): every sample's token ids must be one of the served rows, and each common layer
