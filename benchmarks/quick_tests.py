@@ -15,6 +15,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -22,10 +23,25 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ci_run import figures
+from ci_run import COUNT
 
 ROOT = Path(__file__).resolve().parents[1]
 GOAL_S = 300
+# pytest's last line; -q prints it bare: "479 passed, 2 warnings in 325.81s (0:05:25)"
+SUMMARY = re.compile(r"^=*\s*(.*\d+ (?:passed|failed).*) in ([\d.]+)s")
+
+
+def figures(output: str) -> dict[str, Any]:
+    """pytest's counts and seconds, from its last summary line."""
+    counts: dict[str, int] = {}
+    pytest_s: float | None = None
+    for line in output.splitlines():
+        found = SUMMARY.match(line.strip())
+        if found:
+            counts = {kind.rstrip("s") if kind.startswith("error") else kind: int(n)
+                      for n, kind in COUNT.findall(found.group(1))}  # fmt: skip
+            pytest_s = float(found.group(2))
+    return {"counts": counts, "tests": sum(counts.values()), "pytest_s": pytest_s}
 
 
 def main() -> int:
@@ -72,6 +88,7 @@ def main() -> int:
         "counts": found["counts"],
         "tests": found["tests"],
         "pytest_s": found["pytest_s"],
+        "setup_s": None if found["pytest_s"] is None else round(wall - found["pytest_s"], 1),
     }
     print(json.dumps(result, indent=2))
     minutes, seconds = divmod(round(wall), 60)
