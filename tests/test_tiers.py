@@ -49,6 +49,8 @@ def test_a_unit_tests_children_get_a_proxy_that_refuses() -> None:
     ("path", "integration"),
     [
         ("integration/test_build.py", True),
+        ("bisect/test_bisect.py", True),
+        ("bisect/test_inputs.py", False),
         ("verify/test_compare.py", False),
         ("test_tiers.py", False),
     ],
