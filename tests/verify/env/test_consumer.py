@@ -10,7 +10,7 @@ import pytest
 from patchwheel.index.consumer import Command
 from patchwheel.verify.env.consumer import install_as_consumer
 from patchwheel.verify.env.install import Venv, check_installed_files, cpu_wheels, read_manifest
-from tests.verify.test_install import make_target
+from tests.verify.env.test_install import make_target
 
 
 def test_uv_copies_the_wheels_into_the_verify_venv(

@@ -20,7 +20,7 @@ from patchwheel.verify.generator.crash import (
 from patchwheel.verify.payloads import extract
 from tests.verify.fake_speculators import fake_site
 
-DATA = Path(__file__).with_name("data")
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def run_fake_extraction(

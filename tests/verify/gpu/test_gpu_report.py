@@ -292,7 +292,7 @@ def test_profile_names_of_c_methods_are_plain() -> None:
 def test_readme_gpu_block_is_the_committed_reports_rendering() -> None:
     """README's GPU figures are written by `python -m patchwheel.verify.gpu.readme` from the
     committed report they name, never typed."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     text = (root / "README.md").read_text("utf-8")
     shown = text.split(readme.START, 1)[1].split(readme.END, 1)[0].strip()
     names = re.findall(r"^From `([^`]+)`", shown, re.M)

@@ -17,7 +17,7 @@ from pathlib import Path
 from patchwheel.verify.gpu.imports import DroppedRequirement, check_dropped, earlier_runs
 from patchwheel.wheelhouse.settings import parse_drop
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 REPORT = ROOT / "reports" / "gpu" / "2026-12-03-h200-vllm-0.26-user-job.json"
 
 

@@ -145,7 +145,7 @@ def test_end_to_end_figures_and_their_goal() -> None:
 
 
 def test_committed_schema_2_reports_still_read() -> None:
-    committed = Path(__file__).resolve().parents[2] / "reports" / "gpu"
+    committed = Path(__file__).resolve().parents[4] / "reports" / "gpu"
     readable = [json.loads(p.read_text()) for p in committed.glob("*.json")]
     readable = [d for d in readable if d.get("schema") == 2]  # the README block's reports
     assert len(readable) >= 2

@@ -22,7 +22,7 @@ from patchwheel.verify.served.gpu.session import (
     throughput_plan,
 )
 from tests import support
-from tests.verify.test_gpu import write_manifest
+from tests.verify.gpu.test_gpu import write_manifest
 
 
 @pytest.fixture
