@@ -1,8 +1,8 @@
 """speculators' training side on the served files, as ``speculators train`` runs it.
 
-``python pipeline.py REQUEST.json OUT_DIR`` with the venv's python (speculators, hs-connectors,
-vLLM, torch; not patchwheel). The request holds the ``speculators train`` arguments of the
-user's run and a mode. Stages, each through speculators' own objects in the order its
+``python served_pipeline.py REQUEST.json OUT_DIR`` with the venv's python (speculators,
+hs-connectors, vLLM, torch; not patchwheel). The request holds the ``speculators train`` arguments
+of the user's run and a mode. Stages, each through speculators' own objects in the order its
 ``speculators.train.cli.main`` calls them:
 
 1. ``config``: ``TrainConfig.resolve(ARGS)``, the resolution ``speculators train ARGS`` makes;

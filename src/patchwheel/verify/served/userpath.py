@@ -75,7 +75,7 @@ def prepare_inputs(plan: ServedPlan, work: Path) -> tuple[Path, Path]:
 def _pipeline(
     python: Path, plan: ServedPlan, paths: dict[str, Path], states: Path, env: Mapping[str, str]
 ) -> dict[str, Any]:
-    """speculators' training side on one connector's files (pipeline.py in the venv)."""
+    """speculators' training side on one connector's files (served_pipeline.py in the venv)."""
     out = paths["work"] / "pipeline"
     if out.exists():
         shutil.rmtree(out)
@@ -95,7 +95,7 @@ def _pipeline(
             log,
             env=env,
             timeout_s=plan.step_timeout_s,
-            what="speculators' training side (pipeline.py)",
+            what="speculators' training side (served_pipeline.py)",
         )
     except VerifyError:
         if not (out / "result.json").is_file():
