@@ -97,6 +97,17 @@ def quick(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """Build the manual (docs/, Sphinx + MyST) with every warning an error, after checking that
+    docs/results/ and README's results lines are what the JSON under reports/ gives."""
+    _install(session, "docs")
+    session.run("python", "-m", "patchwheel.results", "--check")
+    out = Path("docs") / "_build" / "html"
+    session.run("sphinx-build", "-W", "--keep-going", "-q", "-b", "html", "docs", str(out))
+    session.log(f"the manual: {out / 'index.html'}")
+
+
+@nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff (lint + format check), mypy --strict and the import-linter contracts: the hooks of
     .pre-commit-config.yaml (the same checks a commit runs once `pre-commit install` is done)."""

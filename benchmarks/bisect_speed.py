@@ -1,7 +1,6 @@
 """Benchmark: bisect time per step and in total, on the test fixture and on vLLM's real history.
 
     python benchmarks/bisect_speed.py [--real] [--mirror PATH] [--json out.json]
-                                      [--readme README.md]
 
 Fixture: the tests' vLLM-shaped repository (75 first-parent commits, a keyword removed at
 step 41; ``tests/bisect/_history.py``) and a throw-away checkout whose target pins its first
@@ -12,7 +11,8 @@ one target finds them).
 ``--real`` (when the neuralmagic mirror of vLLM exists, or ``--mirror PATH``): target
 vllm-0.32's patched speculators against vLLM's history dcfebf93f4..2f41c894e3 (1333
 first-parent commits), in this checkout with patchwheel's own cache, as `nox -s bisect` runs
-it. Takes minutes. ``--readme`` rewrites the block between the bisect-benchmark markers.
+it. Takes minutes. ``--json`` writes the figures (commit them under reports/bench/:
+``python -m patchwheel.results`` publishes them).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -37,7 +36,6 @@ from patchwheel.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[1]
 MIRROR = Path("/work/.mirror/neuralmagic+vllm/repo")
-START, END = "<!-- bisect-benchmark:start -->", "<!-- bisect-benchmark:end -->"
 
 
 @dataclass(frozen=True)
@@ -136,28 +134,12 @@ def real(mirror: Path) -> Figures:
     return Figures.of("vLLM history", report, time.perf_counter() - start)
 
 
-def readme_block(results: list[Figures], argv: list[str], load: str) -> str:
-    rows = [
-        "| bisect | commits | audit runs | good + bad (s) | each step (s) | total |",
-        "| --- | --- | --- | --- | --- | --- |",
-        *(f.row() for f in results),
-        "",
-        f"`python benchmarks/bisect_speed.py {' '.join(argv)}` on {len(os.sched_getaffinity(0))} "
-        f"cores, load average {load} at the start. Located: "
-        + "; ".join(f"{f.label}: {', '.join(f.located)}" for f in results)
-        + ".",
-    ]
-    return "\n".join(rows)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--real", action="store_true", help="also bisect vLLM's real history")
     parser.add_argument("--mirror", type=Path, default=MIRROR, help="a clone of vLLM")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON")
-    parser.add_argument("--readme", type=Path, help="rewrite the figures block in this README")
     args = parser.parse_args()
-    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
     with tempfile.TemporaryDirectory(prefix="bisect-bench-") as scratch:
         results = fixture(Path(scratch))
     for figures in results:
@@ -170,14 +152,6 @@ def main() -> None:
             print(f"vLLM history: skipped ({args.mirror} does not exist)")
     if args.json:
         args.json.write_text(json.dumps([asdict(f) for f in results], indent=2) + "\n")
-    if args.readme:
-        text = args.readme.read_text()
-        head, start, rest = text.partition(START)
-        _, end, tail = rest.partition(END)
-        if not (start and end):
-            raise SystemExit(f"{args.readme} has no {START} … {END} block")
-        block = readme_block(results, sys.argv[1:], load)
-        args.readme.write_text(f"{head}{START}\n{block}\n{END}{tail}")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,12 @@
 """Benchmark: CI as CI runs it, `.ci/run` on a fresh clone of the committed HEAD (CI=true).
 
-    python benchmarks/ci_run.py [--json out.json] [--readme README.md] [--log ci.log]
+    python benchmarks/ci_run.py [--json out.json] [--log ci.log]
 
 Clones the repository's HEAD into a temporary folder (nothing of this checkout's .nox, build/
 or caches travels), runs `.ci/run` there with CI=true and a fresh PATCHWHEEL_CACHE, shows its
 output as it comes, and prints the figures: the wall time, the lint verdict, pytest's counts
-and the reasons of every skipped test. `--json` writes them; `--readme` rewrites README's
-results row that holds `<!-- ci-row -->`. Exit status: `.ci/run`'s. Goal: < 90 min.
+and the reasons of every skipped test. `--json` writes them (commit them under reports/bench/:
+`python -m patchwheel.results` publishes them). Exit status: `.ci/run`'s. Goal: < 90 min.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 GOAL_MIN = 90
-MARKER = "<!-- ci-row -->"
 COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)")
 SUMMARY = re.compile(r"^=+ (.*\d+ (?:passed|failed).*) in ([\d.]+)s")
 SKIP = re.compile(r"^SKIPPED \[(\d+)\] [^:]+:\d+: (.*)$")
@@ -54,37 +53,9 @@ def figures(output: str) -> dict[str, Any]:
     }
 
 
-def row(result: dict[str, Any]) -> str:
-    """README's results row for CI, from a run's figures."""
-    counts: dict[str, int] = result["counts"]
-    minutes, seconds = divmod(round(float(result["wall_s"])), 60)
-    kinds = ("passed", "failed", "error", "skipped")
-    parts = [f"{counts[k]} {k}" for k in kinds if counts.get(k)]
-    reasons = "; ".join(result["skipped_reasons"])
-    return (
-        "| `.ci/run` on a fresh clone (CI=true, cold caches: `nox -s lint`, then `nox -s tests`;"
-        " `python benchmarks/ci_run.py`) | "
-        f"{result['tests']} tests in {minutes} min {seconds} s on {result['date']} at "
-        f"`{str(result['commit'])[:7]}`, exit {result['returncode']}, lint "
-        f"{'passed' if result['lint_passed'] else 'FAILED'} ({', '.join(parts)}"
-        + (f"; skipped: {reasons}" if reasons else "")
-        + f") | < {GOAL_MIN} min {MARKER} |"
-    )
-
-
-def rewrite_readme(readme: Path, new_row: str) -> None:
-    lines = readme.read_text("utf-8").splitlines(keepends=True)
-    hits = [i for i, line in enumerate(lines) if MARKER in line]
-    if len(hits) != 1:
-        raise SystemExit(f"{readme}: expected one line with {MARKER}, found {len(hits)}")
-    lines[hits[0]] = new_row + "\n"
-    readme.write_text("".join(lines), "utf-8")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="write the figures here")
-    parser.add_argument("--readme", type=Path, help="rewrite this README's CI row")
     parser.add_argument("--log", type=Path, help="keep .ci/run's whole output here")
     args = parser.parse_args()
     commit = subprocess.run(
@@ -123,9 +94,6 @@ def main() -> int:
     print(json.dumps(result, indent=2))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n", "utf-8")
-    if args.readme:
-        rewrite_readme(args.readme, row(result))
-        print(f"{args.readme}: CI row rewritten")
     return returncode
 
 

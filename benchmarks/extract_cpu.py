@@ -11,7 +11,7 @@ same engine settings (dtype, step budget, sequences per step, no prefix caching,
 warmed up with one untimed pass, then timed over --repeats passes. The sides alternate for
 --rounds rounds (so background load hits both alike); each side's best pass counts.
 
-Each side runs `patchwheel/verify/speed.py` in the venv (the same script `nox -s gpu` times
+Each side runs `patchwheel/verify/payloads/speed.py` in the venv (the same script `nox -s gpu` times
 with on a GPU), which imports only torch/vllm/speculators.
 """
 

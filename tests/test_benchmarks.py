@@ -88,12 +88,5 @@ def test_the_ci_benchmark_reads_pytest_and_nox_as_they_print() -> None:
     assert found["counts"] == {"passed": 651, "skipped": 2}
     assert found["tests"] == 653 and found["pytest_s"] == 1700.5 and found["lint_passed"]
     assert found["skipped_reasons"] == ["2 x opt-in: PATCHWHEEL_KILL_ALL=1"]
-    row = ci_run.row(
-        {**found, "wall_s": 1735.2, "date": "2026-12-04", "commit": "abcdef0123", "returncode": 0}
-    )
-    assert "653 tests in 28 min 55 s on 2026-12-04 at `abcdef0`, exit 0, lint passed" in row
-    assert "(651 passed, 2 skipped; skipped: 2 x opt-in" in row and row.endswith(
-        "< 90 min <!-- ci-row --> |"
-    )
     failing = ci_run.figures("===== 3 failed, 650 passed in 10.00s =====")
     assert failing["counts"] == {"failed": 3, "passed": 650} and not failing["lint_passed"]

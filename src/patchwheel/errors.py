@@ -94,5 +94,9 @@ class VerifyError(PatchwheelError):
     """Verification could not run or its results do not match the reference."""
 
 
+class ResultsError(PatchwheelError):
+    """A committed report that cannot be read, or results pages that differ from their JSON."""
+
+
 class PublishError(PatchwheelError):
     """An upload was refused or failed."""

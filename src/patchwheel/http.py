@@ -12,11 +12,15 @@ redirects to its own rule (a channel's pages and wheels stay on the channel's ho
 :class:`~patchwheel.errors.RedirectRefusedError`, and the redirected request is never made.
 
 :func:`configured_index_urls` is the package index patchwheel reads: pip's configuration.
+
+:func:`redact` is the one way a URL is shown or written: its user info (``user:password@``, a
+token as the user name) becomes ``****@``, in every verb's output, error and file.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import urllib.error
@@ -34,6 +38,22 @@ from patchwheel.errors import HttpStatusError, RedirectRefusedError, Unreachable
 USER_AGENT = f"patchwheel/{__version__}"
 TIMEOUT_S = 60
 PYPI_SIMPLE = "https://pypi.org/simple/"
+
+
+# scheme://…@ up to the last '@' before the host: a password may hold an unencoded '@'.
+_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^/\s]*@")
+REDACTED = "****"
+
+
+def redact(text: str) -> str:
+    """``text`` with the user info of every URL in it replaced by ``****`` (tokens given as the
+    user name, passwords, ``@`` inside a password included)."""
+    return _USERINFO.sub(rf"\1{REDACTED}@", text)
+
+
+def has_userinfo(url: str) -> bool:
+    """Whether ``url`` carries a user name or password (credentials on a command line)."""
+    return redact(url) != url
 
 
 # A redirect rule: (the URL redirected from, the Location) -> why it is refused, or None.

@@ -94,6 +94,8 @@ class WheelEntry:
     details: dict[str, Any] = field(default_factory=dict)
     metadata_sha256: str | None = None
     requires_python: str | None = None
+    # its CUDA modules and their SASS/PTX architectures (kernels/scan.py); None: not read
+    kernels: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The wheel's JSON object (``details`` only when there are any)."""
@@ -115,6 +117,8 @@ class WheelEntry:
         if self.metadata_sha256 is not None:
             data["metadata-sha256"] = self.metadata_sha256
             data["requires-python"] = self.requires_python
+        if self.kernels is not None:
+            data["kernels"] = self.kernels
         return data
 
 
@@ -138,6 +142,9 @@ class Manifest:
     # How the target's speculators extracts: "generator" or "served" (config/targets.py). The
     # GPU session reads it here: it runs without target.toml's model.
     generation: str = "generator"
+    # the GPUs the target's CUDA modules must run on and how each module does (config/gpu.py,
+    # kernels/check.py); None: a manifest written before patchwheel read kernels
+    gpu: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The manifest's JSON object, keys in the order manifest.json has them."""
@@ -153,6 +160,7 @@ class Manifest:
             "wheels": [wheel.to_json() for wheel in self.wheels],
             "audit": self.audit,
             "consumer": self.consumer,
+            "gpu": self.gpu,
         }
 
     @classmethod
@@ -182,6 +190,7 @@ class Manifest:
             },
             schema=int(top.get("schema", SCHEMA)),
             generation=_generation(top.get("generation", "generator")),
+            gpu=_object(top["gpu"], "gpu") if top.get("gpu") is not None else None,
         )
 
 
@@ -246,6 +255,11 @@ def _wheel(value: object, where: str) -> WheelEntry:
         details=_object(data.get("details", {}), f"{where}.details"),
         metadata_sha256=_optional_str(data.get("metadata-sha256")),
         requires_python=_optional_str(data.get("requires-python")),
+        kernels=(
+            _object(data["kernels"], f"{where}.kernels")
+            if data.get("kernels") is not None
+            else None
+        ),
     )
 
 

@@ -5,6 +5,10 @@ One checkout is one workspace: ``patches/<target>`` holds a target's inputs,
 ``build/.store``), ``build/simple`` the index of every target, ``build/.work`` scratch space and
 ``build/.locks`` the locks that make two runs on one target wait for each other.
 
+A name read from a file that travels (parts.json, SHA256SUMS, a lock, a JSON freeze) that
+becomes a path follows :data:`PATH_RULE` (:func:`check_relative_path`) before anything is
+opened through it.
+
 Every name that becomes a path here — a target, a project, a lock — must follow :data:`NAME_RULE`
 (:func:`check_name`): one plain path component, so no name reaches outside its folder. The
 command line checks names where they enter; these helpers refuse an unchecked one as well.
@@ -40,6 +44,33 @@ def check_name(value: object, what: str) -> str:
     if not isinstance(value, str) or len(value) > MAX_NAME or not _NAME.fullmatch(value):
         raise InvalidNameError(f"{what} {value!r} is refused: {NAME_RULE}")
     return value
+
+
+PATH_RULE = (
+    "a file name in a transfer is a relative path of plain components (none empty, '.' or "
+    "'..', no backslash or control character, at most 255 bytes each) that stays in its folder"
+)
+
+
+def check_relative_path(value: object, what: str) -> str:
+    """``value`` if it follows :data:`PATH_RULE` (a name read from a file: parts.json,
+    SHA256SUMS, a lock, a JSON freeze), else InvalidNameError naming ``what`` and it.
+
+    ``wheelhouse/join.py`` (stdlib only) carries a copy, ``check_path``; a test holds both to
+    the same answers.
+    """
+    ok = isinstance(value, str) and 0 < len(value) <= 4096 and not value.startswith("/")
+    if ok:
+        assert isinstance(value, str)
+        ok = "\\" not in value and not any(ord(c) < 32 or ord(c) == 127 for c in value)
+        ok = ok and all(
+            p not in ("", ".", "..") and len(p.encode("utf-8", "surrogatepass")) <= 255
+            for p in value.split("/")
+        )
+    if not ok:
+        shown = repr(value) if len(repr(value)) <= 120 else repr(value)[:117] + "…"
+        raise InvalidNameError(f"{what} {shown} is refused: {PATH_RULE}")
+    return str(value)
 
 
 def check_target_name(value: object, what: str = "target") -> str:

@@ -169,7 +169,7 @@ def test_hs_connectors_holds_at_its_own_vllm_and_at_0_33(
     # FP8's _write_tensors; Mooncake's __init__ (vLLM builds it from its module path) and 12
     # hooks; ExampleHiddenStatesConnector from vLLM's registry and the two module paths.
     assert (cov.overrides, cov.classes, cov.named, cov.rpc) == (14, 3, 3, 0)
-    assert len(connectors.private) == 6  # as README says
+    assert len(connectors.private) == 6  # as docs/explanation/audit.md says
     assert {(u.use, u.name) for u in connectors.private} == {
         ("override", "_write_tensors"),
         ("read", "_vllm_config"),

@@ -1,5 +1,5 @@
-"""The consumer set's files and commands (index/consumer.py), and README's install section,
-which must be exactly what the code renders."""
+"""The consumer set's files and commands (index/consumer.py), and the install commands README
+and the tutorial show, which must be exactly what the code renders."""
 
 from __future__ import annotations
 
@@ -20,16 +20,19 @@ from patchwheel.manifest import WheelEntry
 from tests import support
 
 PATCHES = support.REPO_ROOT / "patches"
-README = support.REPO_ROOT / "README.md"
+# The pages that show install commands: README (the default one) and the tutorial (all).
+PAGES = [support.REPO_ROOT / "README.md", support.REPO_ROOT / "docs" / "tutorial.md"]
 MARKER = re.compile(r"<!-- consumer: (\S+) (\S+) (\S+) -->\n```bash\n(.*?)```", re.DOTALL)
 
 
-def readme_blocks() -> list[tuple[str, str, str, str]]:
-    return MARKER.findall(README.read_text("utf-8"))
+def shown_blocks() -> list[tuple[str, str, str, str]]:
+    return [block for page in PAGES for block in MARKER.findall(page.read_text("utf-8"))]
 
 
 def test_readme_install_commands_are_the_rendering() -> None:
-    blocks = readme_blocks()
+    readme = MARKER.findall(PAGES[0].read_text("utf-8"))
+    assert [(t, v, i) for t, v, i, _ in readme] == [("vllm-0.32", "cpu", "pip")]
+    blocks = shown_blocks()
     # The default target's four: CPU and CUDA, pip and uv.
     assert {(t, v, i) for t, v, i, _ in blocks} >= {
         ("vllm-0.32", variant, installer)
@@ -44,7 +47,7 @@ def test_readme_install_commands_are_the_rendering() -> None:
             variant=variant,
             installer=installer,  # type: ignore[arg-type]
         )
-        assert shown == render(commands), f"README block {target_name} {variant} {installer}"
+        assert shown == render(commands), f"block {target_name} {variant} {installer}"
 
 
 def test_pip_commands_of_the_cpu_variant() -> None:

@@ -12,6 +12,10 @@ channel's repository key) have a table of their own, two runs side by side: the 
 against main's code before the fixes (``PYTHONPATH=<main>/src``) and with them::
 
     python -m tests.integration.hardening_report --issue24 before.xml after.xml [MAIN_COMMIT]
+
+Issue 31's (hostile transfers and secrets) likewise, between its own markers::
+
+    python -m tests.integration.hardening_report --issue31 before.xml after.xml [MAIN_COMMIT]
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ MARKERS = {
     "before": ("<!-- table:start -->", "<!-- table:end -->"),
     "after": ("<!-- after:start -->", "<!-- after:end -->"),
     "issue24": ("<!-- issue24:start -->", "<!-- issue24:end -->"),
+    "issue31": ("<!-- issue31:start -->", "<!-- issue31:end -->"),
 }
 
 ISSUE24 = {
@@ -95,6 +100,80 @@ ISSUE24 = {
         "4./6. on the release channel: a nested page is a RecursionError traceback; a page "
         "redirected to another host is refused only after the request; a release file "
         "redirected to ftp:// is tried"
+    ),
+}
+
+ISSUE31 = {
+    "test_join_never_reads_or_deletes_a_part_outside_its_folder": (
+        "join reads and then deletes a part named `../x` or `/abs/x` (exit 0, 'every sha256 "
+        "matches')"
+    ),
+    "test_join_never_writes_a_file_outside_its_folder": (
+        "join writes a file named `x/../../escaped.whl` (empty folders shipped) or an absolute "
+        "name outside its folder"
+    ),
+    "test_sha256sums_names_stay_inside_the_folder": (
+        "SHA256SUMS names are not checked (`../x` is read and 'matches')"
+    ),
+    "test_join_follows_no_link_at_its_temporary_file": (
+        "join follows a link at its temporary file `.NAME.joining` and overwrites a file "
+        "outside (also when the join then fails)"
+    ),
+    "test_join_replaces_no_destination_that_is_not_its_own": (
+        "join replaces an existing destination that is not the file parts.json records"
+    ),
+    "test_join_of_a_missing_folder_fails_naming_it": "join of a missing folder passes (exit 0)",
+    "test_join_without_sha256sums_fails_and_keeps_the_parts": (
+        "join without SHA256SUMS passes (exit 0)"
+    ),
+    "test_parts_are_removed_only_after_everything_is_verified": (
+        "join deletes the parts before SHA256SUMS is checked"
+    ),
+    "test_split_overwrites_no_existing_part": "split overwrites an existing `NAME.001` silently",
+    "test_split_makes_no_part_the_shell_fallback_cannot_join": (
+        "above 999 parts INSTALL.txt's `cat NAME.[0-9][0-9][0-9]` fallback joins a truncated file"
+    ),
+    "test_serve_refuses_links_out_of_build": "serve follows a link in build/ that leads out",
+    "test_serve_answers_every_bad_request_without_a_traceback": (
+        "serve: NUL bytes and over-long paths give a traceback and no response"
+    ),
+    "test_serve_closes_idle_connections": "serve has no per-connection timeout",
+    "test_serve_answers_200_clients_at_once": (
+        "serve's listen backlog of 5: clients of a burst get no answer"
+    ),
+    "test_serve_answers_many_clients_while_idle_ones_wait": (
+        "serve: idle connections are held forever, threads unbounded"
+    ),
+    "test_join_script_and_library_share_one_name_rule": (
+        "no name rule for names arriving in files (join.py's stdlib copy and the library's)"
+    ),
+    "test_publish_never_shows_credentials_given_in_the_repository_url": (
+        "publish echoes a token given as the URL's user name, part of a password with `@`"
+    ),
+    "test_publish_sends_credentials_only_to_the_repository_origin": (
+        "publish sends the credentials to whatever host `--index-url` names (`--dry-run` too)"
+    ),
+    "test_publish_never_shows_credentials_given_in_the_index_url": (
+        "publish echoes credentials inside `--index-url`"
+    ),
+    "test_publish_sends_no_credentials_over_plain_http_to_another_host": (
+        "publish sends the credentials over plain http to another host"
+    ),
+    "test_installed_json_names_are_checked": (
+        "wheelhouse: JSON `--installed` names unchecked (`/abs/dir/pwn` writes a stub there, "
+        "`../x` tracebacks)"
+    ),
+    "test_out_never_replaces_a_folder_it_did_not_write": (
+        "wheelhouse `--out` replaces a folder that merely holds a `wheelhouse.lock.json`"
+    ),
+    "test_a_huge_freeze_line_is_not_echoed_whole": (
+        "wheelhouse echoes a huge freeze line whole on stderr"
+    ),
+    "test_the_lock_holds_no_index_credentials": (
+        "wheelhouse copies pip's index URLs with their tokens into wheelhouse.lock.json"
+    ),
+    "test_the_gpu_report_records_secret_variables_by_name_only": (
+        "the GPU session records `HF_TOKEN`'s value in verify-gpu.json"
     ),
 }
 
@@ -198,30 +277,38 @@ def rows(xml_paths: list[Path]) -> list[tuple[str, str, str]]:
     return out
 
 
-def issue24_rows(before: Path, after: Path) -> list[tuple[str, str, str, str]]:
-    """Issue 24's tests: defect, test id, the run before the fixes, the run with them."""
+def issue24_rows(
+    before: Path, after: Path, defects: dict[str, str] = ISSUE24
+) -> list[tuple[str, str, str, str]]:
+    """Issue 24's (or ``defects``') tests: defect, test id, the run before the fixes, the run
+    with them."""
 
     def cases(path: Path) -> dict[str, str]:
         found = {}
         for case in ET.parse(path).getroot().iter("testcase"):
             name = case.get("name", "")
-            if name.split("[", 1)[0] in ISSUE24:
+            if name.split("[", 1)[0] in defects:
                 module = case.get("classname", "").rsplit(".", 1)[-1]
                 text = outcome(case, 2).replace("|", "\\|")
                 text = re.sub(r"/tmp/\S*?(?=/checkout|/roll-hardening)", "<tmp>", text)
+                text = re.sub(r"/tmp/pytest-of-[^/\s]+/pytest-\d+", "<tmp>", text)
+                text = re.sub(r"/work/[^/\s]+/", "<checkout>/", text)
+                text = re.sub(r"/tmp/[^\s')\]]*", "<tmp>", text)
                 found[f"`{module}::{name}`"] = text[:1200] + (" …" if len(text) > 1200 else "")
         return found
 
     old, new = cases(before), cases(after)
     return [
-        (ISSUE24[test.strip("`").split("::")[1].split("[")[0]], test, old.get(test, "-"), text)
+        (defects[test.strip("`").split("::")[1].split("[")[0]], test, old.get(test, "-"), text)
         for test, text in new.items()
     ]
 
 
 def main(argv: list[str]) -> int:
-    if argv and argv[0] == "--issue24":
-        return write_issue24(Path(argv[1]), Path(argv[2]), argv[3] if len(argv) > 3 else None)
+    if argv and argv[0] in ("--issue24", "--issue31"):
+        issue = argv[0].removeprefix("--")
+        commit = argv[3] if len(argv) > 3 else None
+        return write_issue24(Path(argv[1]), Path(argv[2]), commit, issue)
     which = "after" if "--after" in argv else "before"
     xml_paths = [Path(a) for a in argv if a != "--after"]
     start, end = MARKERS[which]
@@ -248,10 +335,14 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def write_issue24(before: Path, after: Path, before_commit: str | None = None) -> int:
-    """Issue 24's table between its markers: each test before the fixes and with them
-    (``before_commit``: the commit of main whose code ran before, when not the fork point)."""
-    start, end = MARKERS["issue24"]
+def write_issue24(
+    before: Path, after: Path, before_commit: str | None = None, issue: str = "issue24"
+) -> int:
+    """Issue 24's (or ``issue``'s) table between its markers: each test before the fixes and
+    with them (``before_commit``: the commit of main whose code ran before, when not the fork
+    point)."""
+    start, end = MARKERS[issue]
+    defects = {"issue24": ISSUE24, "issue31": ISSUE31}[issue]
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"],
         cwd=HERE,
@@ -264,13 +355,14 @@ def write_issue24(before: Path, after: Path, before_commit: str | None = None) -
         f"Runs of {today}: before = main's code "
         + (f"at commit {before_commit}" if before_commit else "at the fork point")
         + f" (`PYTHONPATH=<main>/src`), after = commit {commit} (`python -m "
-        f"tests.integration.hardening_report --issue24 {before.name} {after.name}"
+        f"tests.integration.hardening_report --{issue} {before.name} {after.name}"
         + (f" {before_commit}" if before_commit else "")
         + "`).",
         "",
-        "| defect (issue 24) | test id | before the fixes | with the fixes |",
+        f"| defect (issue {issue.removeprefix('issue')}) | test id | before the fixes | with the "
+        "fixes |",
         "| --- | --- | --- | --- |",
-        *(f"| {d} | {t} | {b} | {a} |" for d, t, b, a in issue24_rows(before, after)),
+        *(f"| {d} | {t} | {b} | {a} |" for d, t, b, a in issue24_rows(before, after, defects)),
     ]
     doc = DOC.read_text("utf-8")
     head, _, rest = doc.partition(start)

@@ -16,7 +16,7 @@ from packaging.version import Version
 from patchwheel.bisect.history import Revision
 from patchwheel.config.pins import IndexPin, Pin, parse_pin
 from patchwheel.errors import BisectError, PinError
-from patchwheel.http import configured_index_urls
+from patchwheel.http import configured_index_urls, redact
 from patchwheel.upstream.cache import Cache
 from patchwheel.upstream.simple_api import IndexFile, project_files
 from patchwheel.upstream.sources import source_tree
@@ -79,7 +79,7 @@ class ReleaseTrees:
     def provenance(self) -> dict[str, object]:
         """The indexes read, the releases used, and how many finals come after bad."""
         return {
-            "indexes": configured_index_urls(),
+            "indexes": [redact(url) for url in configured_index_urls()],  # never a token
             "releases": [r.id for r in self.revisions],
             "newest": self.newest,
             "later_on_main_line": self.later,

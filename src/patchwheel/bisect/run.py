@@ -38,6 +38,7 @@ from patchwheel.building.run import vendor_trees
 from patchwheel.config.targets import TARGET_FILE, load_target
 from patchwheel.errors import BisectError
 from patchwheel.index import outputs
+from patchwheel.portable import portable, roots
 from patchwheel.upstream.cache import Cache
 from patchwheel.upstream.gitsrc import mirror_key
 from patchwheel.upstream.sources import source_tree
@@ -343,12 +344,15 @@ def store_report(
         build.mkdir(parents=True, exist_ok=True)
         store = outputs.new_store(build, report.target, "bisect" + "0" * 10)
         outputs.activate(build, report.target, store)
+    # No path of this machine in a report: the checkout's relative, the repository's by name.
+    repo = report.source.get("path") if isinstance(report.source, dict) else None
+    table = roots(workspace.patches.parent, [(Path(repo) if repo else None, "$REPO")])
     written = []
     for directory in (workspace.target_dir(report.target), copy_to):
         if directory is None:
             continue
         directory.mkdir(parents=True, exist_ok=True)
-        atomic.write_text(directory / REPORT_JSON, report.to_json())
-        atomic.write_text(directory / REPORT_MD, report.to_markdown())
+        atomic.write_text(directory / REPORT_JSON, portable(report.to_json(), table))
+        atomic.write_text(directory / REPORT_MD, portable(report.to_markdown(), table))
         written += [directory / REPORT_JSON, directory / REPORT_MD]
     return written

@@ -140,7 +140,7 @@ def inputs_key(units: list[Unit]) -> str:
 
 
 def check_headers(units: list[Unit]) -> None:
-    """Refuse patches that lack a required DEP-3 field (README, "Writing a patch")."""
+    """Refuse patches that lack a required DEP-3 field (docs/howto/add-target.md)."""
     missing: dict[str, tuple[Path, list[str]]] = {}
     for unit in units:
         for patch in unit.patches:
@@ -154,7 +154,7 @@ def check_headers(units: list[Unit]) -> None:
         ]
         raise PatchError(
             "; ".join(lines) + f". Every patch's message needs {', '.join(REQUIRED_DEP3)} "
-            '(`Field: value` lines; README, "Writing a patch"): add them to the commit in '
+            "(`Field: value` lines; docs/howto/add-target.md): add them to the commit in "
             "the vendor tree and `patchwheel export`, or to the patch file. Nothing was changed"
         )
 

@@ -8,7 +8,7 @@ written, the new wheels' requirements are checked against the target (``consiste
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,13 @@ from rich.markup import escape
 from patchwheel import __version__, atomic, console
 from patchwheel.building.consistency import Built, check_built_set
 from patchwheel.building.hooks import AuditHook
+from patchwheel.building.kernels import (
+    check_target,
+    from_manifest,
+    gpu_record,
+    recorded,
+    scan_outputs,
+)
 from patchwheel.building.plan import Unit, check_headers, inputs_key, plan
 from patchwheel.building.trees import (
     prepare_vendor_trees,
@@ -28,6 +35,7 @@ from patchwheel.config.lock import LockedPin, locked_pins
 from patchwheel.config.targets import Target, load_target
 from patchwheel.errors import BuildError
 from patchwheel.index import consumer, outputs, static
+from patchwheel.kernels import Row
 from patchwheel.manifest import Manifest, PatchEntry, PinEntry, ProjectEntry, WheelEntry, path_in
 from patchwheel.upstream.cache import Cache, sha256_bytes, sha256_file
 from patchwheel.workspace import Workspace
@@ -42,6 +50,8 @@ class BuildReport:
     outputs: list[Output]
     manifest: Manifest
     seconds: float
+    # the architecture table of its CUDA modules (kernels/check.py)
+    kernels: list[Row] = field(default_factory=list)
 
 
 def build_target(
@@ -68,22 +78,34 @@ def build_target(
             existing is not None
             and existing.generation == target.generation
             and _consumer_current(workspace.build, target, existing)
+            and recorded(existing, target)
         ):
             _vendor_trees_to_series(target, lock, units, workspace, cache)
             outputs.settle(workspace.build, target.name)
             console.status(
                 f"[green]{target.name} is up to date[/] (inputs {key[:12]}): nothing rebuilt"
             )
-            return BuildReport(target.name, True, [], existing, time.monotonic() - start)
+            table = check_target(target, from_manifest(existing.wheels))
+            return BuildReport(target.name, True, [], existing, time.monotonic() - start, table)
         trees = prepare_vendor_trees(target, lock, units, workspace, cache)
         audit_result = audit(target, trees) if audit else None
         results = [build_unit(unit, trees, cache) for unit in units]
         check_built_set(
             target, [Built(r.unit.distribution, r.version, r.path, r.filename) for r in results]
         )
+        records = scan_outputs(results, cache)
+        table = check_target(target, records)
         manifest = _manifest(target, key, units, results, audit_result)
+        manifest = replace(
+            manifest,
+            wheels=tuple(
+                replace(w, kernels=k.to_json() if k is not None else None)
+                for w, k in zip(manifest.wheels, records, strict=True)
+            ),
+            gpu=gpu_record(target, table),
+        )
         manifest = _store(workspace.build, target, key, results, manifest)
-    return BuildReport(target.name, False, results, manifest, time.monotonic() - start)
+    return BuildReport(target.name, False, results, manifest, time.monotonic() - start, table)
 
 
 def _vendor_trees_to_series(

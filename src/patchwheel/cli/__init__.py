@@ -37,6 +37,7 @@ from patchwheel.cli import (
     wheelhouse,
 )
 from patchwheel.errors import PatchwheelError
+from patchwheel.http import redact
 
 Handler = Callable[[argparse.Namespace], int]
 # In the order `patchwheel --help` lists them.
@@ -57,7 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _context.check_names(args)
         return handler(args)
     except PatchwheelError as exc:
-        console.stderr.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        message = redact(str(exc))
+        console.stderr.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
         return exc.exit_status
     except KeyboardInterrupt:
         console.stderr.print("[red]interrupted[/]: outputs are unchanged; re-run to continue")

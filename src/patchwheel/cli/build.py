@@ -9,6 +9,7 @@ from rich.table import Table
 from patchwheel import console
 from patchwheel.building.run import BuildReport, build_target
 from patchwheel.cli import _context
+from patchwheel.kernels import render
 from patchwheel.workspace import Workspace
 
 
@@ -56,6 +57,14 @@ def _print(report: BuildReport, workspace: Workspace) -> None:
             "up to date" if report.up_to_date else wheel.action,
         )
     console.stderr.print(table)
+    if report.kernels:
+        gpu = report.manifest.gpu or {}
+        archs = [str(a) for a in gpu.get("archs", [])]
+        title = (
+            f"CUDA kernels of {report.target}: SASS and PTX per module, and how each runs on the "
+            f"GPUs the target names ({', '.join(archs)})"
+        )
+        console.stderr.print(render(report.kernels, archs, title))
     where = workspace.target_dir(report.target)
     console.stderr.print(
         f"wheels: {where / 'wheels'}\nmanifest: {where / 'manifest.json'}\n"

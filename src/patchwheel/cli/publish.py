@@ -20,8 +20,11 @@ from patchwheel.publish.twine import publish_target
 PUBLISH_HELP = """\
 Upload a built target's files (build/<target>/manifest.json) to a package repository with
 twine. Credentials come from TWINE_USERNAME / TWINE_PASSWORD or keyring, never from the
-command line. Files already there with the same sha256 are skipped; a different file under
-the same name is refused. Exit status 0 when every file is on the repository."""
+command line; they go only to the repository's own origin (an --index-url elsewhere is read
+without them), over https or to this machine's loopback (plain http elsewhere needs
+--allow-http); every URL shown has its user info redacted. Files already there with the same
+sha256 are skipped; a different file under the same name is refused. Exit status 0 when every
+file is on the repository."""
 
 
 def register(sub: _context.SubParsers) -> None:
@@ -52,6 +55,12 @@ def register(sub: _context.SubParsers) -> None:
     publish.add_argument(
         "--dry-run", action="store_true", help="check the repository, upload nothing"
     )
+    publish.add_argument(
+        "--allow-http",
+        action="store_true",
+        help="send the credentials over plain http to a host other than this machine "
+        "(refused otherwise: use https)",
+    )
     publish.add_argument("--json", action="store_true", help="print the JSON report on stdout")
     publish.set_defaults(handler=run)
 
@@ -67,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         require_verified=args.require_verified,
         only_patched=args.only_patched,
         dry_run=args.dry_run,
+        allow_http=args.allow_http,
     )
     table = Table(title=f"publish {target} → {report.repository_url}", title_justify="left")
     for column in ("file", "result", "detail"):

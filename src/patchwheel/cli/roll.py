@@ -85,8 +85,8 @@ def register(sub: _context.SubParsers) -> None:
         "--verify",
         choices=["extraction", "install"],
         default="extraction",
-        help="CPU verification: what `nox -s verify` runs (README's install commands, the model "
-        "families against both oracles, speculators' library pipeline; default), or the "
+        help="CPU verification: what `nox -s verify` runs (the consumer's install commands, "
+        "the model families against both oracles, speculators' library pipeline; default), or the "
         "install check (install from the target's index, hash-check, import)",
     )
     action = parser.add_mutually_exclusive_group()

@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rich.markup import escape
+
 from patchwheel import console
 from patchwheel.cli import _context
-from patchwheel.errors import ConfigError
-from patchwheel.wheelhouse.join import split_dir
+from patchwheel.errors import ConfigError, InvalidNameError
+from patchwheel.wheelhouse.join import PartsError, UnsafeNameError, split_dir
 
 
 def register(sub: _context.SubParsers) -> None:
@@ -30,12 +32,17 @@ def run(args: argparse.Namespace) -> int:
     if not directory.is_dir():
         raise ConfigError(f"{directory} is not a folder")
     size = _context.size(args.size)
-    names = split_dir(directory, size, names=list(args.files) or None)
+    try:
+        names = split_dir(directory, size, names=list(args.files) or None)
+    except UnsafeNameError as exc:
+        raise InvalidNameError(str(exc)) from exc
+    except PartsError as exc:
+        raise ConfigError(str(exc)) from exc
     missing = sorted(set(args.files) - set(names) - {p.name for p in directory.iterdir()})
     if missing:
         raise ConfigError(f"{directory}: no file(s) {', '.join(missing)}")
     for name in names:
-        console.status(f"split {name}")
+        console.status(escape(f"split {name}"))
     console.status(
         f"{len(names)} file(s) split into parts of at most {size} bytes in {directory}; "
         "join there with `python3 join.py` (or `patchwheel join DIR`)"

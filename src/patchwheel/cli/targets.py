@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
+from patchwheel import manifest
 from patchwheel.cli import _context
 from patchwheel.config.targets import default_target_name, list_target_names, load_target
 from patchwheel.errors import PatchwheelError
+from patchwheel.workspace import Workspace
 
 
 def register(sub: _context.SubParsers) -> None:
@@ -20,7 +23,8 @@ def register(sub: _context.SubParsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print one line per target (or JSON with ``--json``)."""
-    patches = _context.workspace(args).patches
+    workspace = _context.workspace(args)
+    patches = workspace.patches
     names = list_target_names(patches)
     try:
         default = default_target_name(patches)
@@ -46,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
                     for p in target.projects
                     if p.extras
                 },
+                "gpu": target.gpu.to_json(),
+                "kernels": _built_kernels(workspace, name),
             }
         )
     if args.json:
@@ -55,3 +61,17 @@ def run(args: argparse.Namespace) -> int:
         mark = " (default)" if row["default"] else ""
         print(f"{row['name']}{mark}: {row['description']}")
     return 0
+
+
+def _built_kernels(workspace: Workspace, name: str) -> list[dict[str, Any]] | None:
+    """The architecture table build/<name>/manifest.json records (None: not built, or built
+    before patchwheel read kernels, or unreadable)."""
+    path = manifest.path_in(workspace.target_dir(name))
+    try:
+        built = manifest.read(path)
+    except (OSError, manifest.ManifestError):
+        return None
+    if built.gpu is None:
+        return None
+    modules = built.gpu.get("modules")
+    return modules if isinstance(modules, list) else None

@@ -29,7 +29,8 @@ def register(sub: _context.SubParsers) -> None:
         "--installer",
         choices=("uv", "pip"),
         default="uv",
-        help="which of README's consumer commands make the venv (default uv)",
+        help="which of the consumer's install commands (docs/tutorial.md) makes the venv "
+        "(default uv)",
     )
     parser.add_argument(
         "--torch-index",

@@ -9,8 +9,10 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from patchwheel import console
+from patchwheel import console, gpuarch
 from patchwheel.cli import _context
+from patchwheel.errors import ConfigError
+from patchwheel.kernels import render
 from patchwheel.wheelhouse.destination import DEFAULT_PLATFORM, DEFAULT_PYTHON, Destination
 from patchwheel.wheelhouse.plan import Options
 from patchwheel.wheelhouse.run import Report, make_wheelhouse, summary_rows
@@ -97,8 +99,43 @@ def register(sub: _context.SubParsers) -> None:
     parser.add_argument(
         "--dry-run", action="store_true", help="resolve and report; download and write nothing"
     )
+    parser.add_argument(
+        "--gpu-arch",
+        action="append",
+        type=_gpu_arch,
+        metavar="ARCH",
+        help="a GPU of the destination (sm_90: H100/H200; sm_100: B200; sm_120: RTX PRO 6000 "
+        "Blackwell); every CUDA module carried must run on it; repeatable (default: the "
+        "target's gpu-archs; 'none': no check)",
+    )
     parser.add_argument("--json", action="store_true", help="print the lock as JSON on stdout")
     parser.set_defaults(handler=run)
+
+
+class _UsageError(ConfigError):
+    """A combination of options that means nothing (exit status 2, like argparse's)."""
+
+    exit_status = 2
+
+
+def _gpu_arch(text: str) -> str:
+    if text == "none":
+        return text
+    try:
+        return gpuarch.device(text).name
+    except gpuarch.ArchError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _gpu_archs(values: list[str] | None) -> tuple[str, ...] | None:
+    """``--gpu-arch`` as given: None (left out: the target's), () for 'none', else the GPUs."""
+    if not values:
+        return None
+    if "none" in values:
+        if len(values) > 1:
+            raise _UsageError("--gpu-arch none: give it alone (it means: no GPU check)")
+        return ()
+    return tuple(dict.fromkeys(values))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -120,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
         out=args.out.resolve() if args.out else None,
         split=_context.size(args.split) if args.split else None,
         dry_run=args.dry_run,
+        gpu_archs=_gpu_archs(args.gpu_arch),
     )
     report = make_wheelhouse(_context.workspace(args), _context.cache(args), options)
     _print(report)
@@ -136,6 +174,12 @@ def _print(report: Report) -> None:
     for row in summary_rows(report):
         table.add_row(*(escape(cell) for cell in row))
     console.stderr.print(table)
+    if report.kernels:
+        title = (
+            f"CUDA kernels of the wheelhouse: every carried module on the destination's GPUs "
+            f"({', '.join(report.gpu_archs)})"
+        )
+        console.stderr.print(render(report.kernels, report.gpu_archs, title))
     installed = lock["installed"]
     relied = ", ".join(r["name"] for r in installed["relied-on"])
     lines = [

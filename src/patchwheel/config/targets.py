@@ -5,6 +5,8 @@
     description = "speculators 0.3.0 on vLLM 0.32.0"
     default = true                          # exactly one target is the default
     generation = "generator"                # how speculators extracts (see Generation)
+    gpu-archs = ["sm_90", "sm_100"]         # optional: the GPUs its CUDA modules must run
+                                            # on, and [gpu-specific] (config/gpu.py)
 
     [projects.speculators]
     build = "source"                        # a PEP 517 build of the patched tree
@@ -60,6 +62,7 @@ from patchwheel.config.audit import AuditSpec, parse_audit
 from patchwheel.config.channel import Channel, only_keys, parse_channel
 from patchwheel.config.consumer import DEFAULT_FLAVOUR, ConsumerSpec, parse_consumers
 from patchwheel.config.extras import ExtraSpec, check_extras, parse_extras
+from patchwheel.config.gpu import GpuSpec, parse_gpu
 from patchwheel.config.pins import Pin, check_sha256, parse_pin
 from patchwheel.errors import ConfigError, InvalidNameError
 from patchwheel.workspace import check_name, check_target_name
@@ -67,10 +70,10 @@ from patchwheel.workspace import check_name, check_target_name
 BuildKind = Literal["source", "overlay"]
 MissingPolicy = Literal["keep", "drop"]
 MISSING_POLICIES: tuple[MissingPolicy, ...] = ("keep", "drop")
-# Which way the target's speculators extracts hidden states (README "Targets"): "generator"
-# (speculators 0.3.0 drives vLLM's engine pieces itself) or "served" (speculators >= 0.5:
-# `vllm serve` with vLLM's extract_hidden_states method and a KV connector, speculators'
-# client over HTTP). Verification runs the target's path.
+# Which way the target's speculators extracts hidden states (docs/explanation/generations.md):
+# "generator" (speculators 0.3.0 drives vLLM's engine pieces itself) or "served"
+# (speculators >= 0.5: `vllm serve` with vLLM's extract_hidden_states method and a KV
+# connector, speculators' client over HTTP). Verification runs the target's path.
 Generation = Literal["generator", "served"]
 GENERATIONS: tuple[Generation, ...] = ("generator", "served")
 DEFAULT_PLATFORM = "x86_64"
@@ -147,6 +150,8 @@ class Target:
     consumers: dict[str, ConsumerSpec] = field(default_factory=dict)
     generation: Generation = "generator"
     audit: AuditSpec = field(default_factory=AuditSpec)
+    # the GPUs its CUDA modules must run on (config/gpu.py)
+    gpu: GpuSpec = field(default_factory=GpuSpec)
 
     @property
     def lock_path(self) -> Path:
@@ -239,7 +244,16 @@ def chosen_target(patches_dir: Path, name: str | None) -> str:
 def _parse_target(name: str, root: Path, path: Path, data: dict[str, Any]) -> Target:
     only_keys(
         data,
-        {"description", "default", "generation", "projects", "consumer", "audit"},
+        {
+            "description",
+            "default",
+            "generation",
+            "projects",
+            "consumer",
+            "audit",
+            "gpu-archs",
+            "gpu-specific",
+        },
         where=str(path),
     )
     generation = data.get("generation", "generator")
@@ -274,6 +288,7 @@ def _parse_target(name: str, root: Path, path: Path, data: dict[str, Any]) -> Ta
         ),
         generation=generation,
         audit=parse_audit(data.get("audit"), [p.name for p in projects], str(path)),
+        gpu=parse_gpu(data.get("gpu-archs"), data.get("gpu-specific"), str(path)),
     )
 
 

@@ -18,7 +18,7 @@ from urllib.parse import urljoin, urlsplit
 from packaging.utils import canonicalize_name
 
 from patchwheel.errors import HttpStatusError, PublishError, UnreachableError
-from patchwheel.http import open_url
+from patchwheel.http import open_url, redact
 from patchwheel.upstream import pages, simple_api
 
 ACCEPT = f"{simple_api.JSON_TYPE}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
@@ -77,15 +77,21 @@ class RemoteIndex:
     def __init__(self, index_url: str, credentials: Credentials | None = None) -> None:
         self.index_url = index_url if index_url.endswith("/") else index_url + "/"
         self.credentials = credentials
+        self.foreign = False  # on another origin than the repository: never sent credentials
         self._opener = urllib.request.build_opener(_SameOriginRedirects())
 
     @classmethod
     def for_repository(
         cls, repository_url: str, credentials: Credentials | None, index_url: str | None = None
     ) -> RemoteIndex:
-        """The Simple API of an upload URL: ``index_url`` if given, else found beside it."""
+        """The Simple API of an upload URL: ``index_url`` if given, else found beside it.
+
+        The credentials go to the index only when it lies on the repository's own origin.
+        """
         if index_url:
-            index = cls(index_url, credentials)
+            same = _origin(index_url) == _origin(repository_url)
+            index = cls(index_url, credentials if same else None)
+            index.foreign = not same
             index.root_page()
             return index
         base = repository_url if repository_url.endswith("/") else repository_url + "/"
@@ -124,6 +130,12 @@ class RemoteIndex:
         except HttpStatusError as exc:
             if exc.code != 401:
                 raise self._http_error(url, exc) from exc
+            if self.foreign:
+                raise PublishError(
+                    f"{redact(url)} asks for credentials (HTTP 401), but it is not on the "
+                    "repository's origin and patchwheel sends them nowhere else: give an "
+                    "--index-url on the --repository-url's scheme, host and port"
+                ) from exc
             if self.credentials is None:
                 raise PublishError(
                     f"{url} asks for credentials (HTTP 401) and none are set: set "

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import ipaddress
 import os
 import re
 import subprocess
@@ -41,6 +42,7 @@ from rich.markup import escape
 
 from patchwheel import atomic, console, manifest
 from patchwheel.errors import PublishError
+from patchwheel.http import REDACTED, has_userinfo, redact
 from patchwheel.publish.remote import Credentials, RemoteIndex
 from patchwheel.publish.verified import unverified, verified_sha256s
 from patchwheel.upstream.cache import sha256_file
@@ -51,7 +53,6 @@ TWINE_TIMEOUT_S = 3600
 
 Status = Literal["uploaded", "skipped", "refused", "unverified", "failed", "would-upload", "held"]
 _HTTP_ERROR = re.compile(r"HTTPError: (\d{3})\b([^\n]*)")
-_URL_USERINFO = re.compile(r"(//[^/@\s:]*):[^/@\s]*@")
 
 
 @dataclass(frozen=True)
@@ -141,8 +142,8 @@ class Scrubber:
 
     def __call__(self, text: str) -> str:
         for secret in self.secrets:
-            text = text.replace(secret, "****")
-        return _URL_USERINFO.sub(r"\1:****@", text)
+            text = text.replace(secret, REDACTED)
+        return redact(text)
 
 
 def credentials_from_environment(repository_url: str) -> Credentials | None:
@@ -172,18 +173,43 @@ def _keyring() -> Any:
     return importlib.import_module("keyring")
 
 
-def check_repository_url(url: str) -> None:
-    """Refuse a repository URL that is not http(s) or that carries credentials."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise PublishError(f"--repository-url {url!r} is not an http(s) URL")
-    if parts.username is not None or parts.password is not None:
-        shown = Scrubber([])(url)
+def check_repository_url(url: str, option: str = "--repository-url") -> None:
+    """Refuse a repository URL that is not http(s) or that carries credentials (shown
+    redacted)."""
+    if has_userinfo(url):
         raise PublishError(
-            f"--repository-url {shown} carries credentials: never put them on the command "
+            f"{option} {redact(url)} carries credentials: never put them on the command "
             "line; set TWINE_USERNAME and TWINE_PASSWORD in the environment, or store them "
             "with keyring"
         )
+    try:
+        parts = urlsplit(url)
+        scheme, hostname = parts.scheme, parts.hostname
+    except ValueError:
+        scheme, hostname = "", None
+    if scheme not in ("http", "https") or not hostname:
+        raise PublishError(f"{option} {redact(url)!r} is not an http(s) URL")
+
+
+def check_transport(url: str, *, allow_http: bool) -> None:
+    """Refuse to send credentials over plain http to a host other than this machine's
+    loopback unless the user allows it (``--allow-http``)."""
+    parts = urlsplit(url)
+    if parts.scheme == "https" or allow_http or _loopback(parts.hostname or ""):
+        return
+    raise PublishError(
+        f"--repository-url {redact(url)} is plain http: the credentials would cross the "
+        "network unencrypted; use https, or pass --allow-http if you accept that"
+    )
+
+
+def _loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def candidates(target_dir: Path, *, only_patched: bool = False) -> list[Candidate]:
@@ -229,6 +255,7 @@ def publish_target(
     require_verified: bool = False,
     only_patched: bool = False,
     dry_run: bool = False,
+    allow_http: bool = False,
 ) -> PublishReport:
     """Upload what ``build/<target>`` holds and the repository lacks; report each file.
 
@@ -237,7 +264,11 @@ def publish_target(
     """
     start = time.monotonic()
     check_repository_url(repository_url)
+    if index_url:
+        check_repository_url(index_url, "--index-url")
     credentials = credentials_from_environment(repository_url)
+    if credentials is not None or not dry_run:
+        check_transport(repository_url, allow_http=allow_http)
     scrub = Scrubber([credentials.password] if credentials else [])
     if not dry_run:
         _check_twine()

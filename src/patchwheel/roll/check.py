@@ -13,7 +13,7 @@ returns the next step, so a roll killed at any of them goes on from there (``--c
   :func:`run_bisect`); on a release channel with no repository, the first release between the
   old and the new one (the release sdists are the steps).
 * **verify** (:func:`verify_step`) — on CPU where the target has a ``cpu`` variant: what
-  ``nox -s verify`` runs (README's install commands, the model families against both oracles,
+  ``nox -s verify`` runs (the consumer's install commands, the model families against both oracles,
   speculators' library pipeline: ``extraction``), or the install check (``install``: what a
   stack without vLLM, such as the tests' tiny targets, can run). Without a CPU variant the GPU
   session verifies it; the report gives its commands.

@@ -97,7 +97,7 @@ def channel_project(target: Target, name: str | None = None) -> Project:
     raise ConfigError(
         f"target {target.name}: no project has a [projects.NAME.channel] table, and a roll "
         f"follows the releases of one overlay project pinned to a release (found: {names}); "
-        "say which with --project, or see the README's Rolling section"
+        "say which with --project, or see docs/howto/roll.md"
     )
 
 

@@ -14,6 +14,7 @@ from rich.markup import escape
 
 from patchwheel import console
 from patchwheel.index import outputs
+from patchwheel.portable import portable, roots
 from patchwheel.rebase import replay
 from patchwheel.rebase.finish import report_files
 from patchwheel.rebase.state import load as load_rebase
@@ -58,7 +59,7 @@ def finish(workspace: Workspace, state: RollState) -> RollOutcome:
         state, status=status, rebase=state.rebase, checks=checks, next_steps=next_steps
     )
     extra = report_files(state.rebase, state.rebase_markdown) if state.rebase else {}
-    files = _write(workspace, state.output, data, extra)
+    data, files = _write(workspace, state.output, data, extra)
     if green:
         roll_state.remove(workspace, state.target)
     else:
@@ -91,7 +92,7 @@ def up_to_date(workspace: Workspace, state: RollState, verified: dict[str, Any])
         verification=dict(verified.get("verification") or {}),
     )
     data = roll_report.build_report(state, status="up-to-date", rebase=None, checks=checks)
-    files = _write(workspace, state.target, data, {})
+    data, files = _write(workspace, state.target, data, {})
     newest = state.new.get("newest")
     said = roll_report.newest_words(state.new, newest) if newest else ""
     console.status(
@@ -129,7 +130,7 @@ def stopped(workspace: Workspace, state: RollState, stop: replay.Stop) -> RollOu
     data = roll_report.build_report(
         state, status="needs-person", rebase=progress, stop=detail, next_steps=next_steps
     )
-    out = _write(workspace, state.output, data, {})
+    data, out = _write(workspace, state.output, data, {})
     _say("needs-person", state, out, next_steps)
     return RollOutcome("needs-person", state.target, state.output, data, out, next_steps)
 
@@ -185,14 +186,17 @@ def _next_after_checks(state: RollState, checks: Checks) -> list[str]:
 
 def _write(
     workspace: Workspace, name: str, data: dict[str, Any], extra: dict[str, bytes]
-) -> list[Path]:
+) -> tuple[dict[str, Any], list[Path]]:
+    """Write roll.md and roll.json (and ``extra``) into build/<name>; the report as written
+    (no path of this machine in it: the checkout's relative, the cache's by name)."""
+    data = portable(data, roots(workspace.patches.parent))
     files = {
         **extra,
         roll_report.REPORT_MD: roll_report.markdown(data).encode("utf-8"),
         roll_report.REPORT_JSON: (json.dumps(data, indent=2) + "\n").encode("utf-8"),
     }
     written = outputs.add_files(workspace.build, name, files)
-    return [p for p in written if p.name in (roll_report.REPORT_MD, roll_report.REPORT_JSON)]
+    return data, [p for p in written if p.name in (roll_report.REPORT_MD, roll_report.REPORT_JSON)]
 
 
 def revision(state: RollState) -> str:

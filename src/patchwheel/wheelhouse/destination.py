@@ -33,6 +33,8 @@ DEFAULT_PLATFORM = "manylinux_2_34_x86_64"
 _MANYLINUX = re.compile(r"manylinux_(\d+)_(\d+)_(\w+)")
 _LEGACY = {"manylinux2014": (2, 17), "manylinux2010": (2, 12), "manylinux1": (2, 5)}
 _MUSLLINUX = re.compile(r"musllinux_(\d+)_(\d+)_(\w+)")
+# A PEP 508 project name: what may become a stub wheel's file name.
+_PROJECT = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,198}[A-Za-z0-9])?")
 _ARCHES = ("x86_64", "aarch64", "ppc64le", "s390x", "i686", "armv7l", "riscv64")
 
 
@@ -166,7 +168,10 @@ def read_installed(path: Path) -> Installed:
             f"--installed {path}: no such file; on the destination run "
             "`python3 -m pip list --format=freeze > installed.txt` and copy it here"
         )
-    text = path.read_text("utf-8", errors="replace")
+    try:
+        text = path.read_text("utf-8", errors="replace")
+    except OSError as exc:
+        raise ConfigError(f"--installed {path}: cannot be read ({exc.strerror})") from exc
     pairs = _json_pairs(text, path) if text.lstrip().startswith("[") else _freeze_pairs(text, path)
     packages: dict[NormalizedName, Version | None] = {}
     display: dict[NormalizedName, str] = {}
@@ -178,7 +183,8 @@ def read_installed(path: Path) -> Installed:
                 version = Version(version_text)
             except InvalidVersion as exc:
                 raise ConfigError(
-                    f"{path}: line {line}: {name} has version {version_text!r}, which is not a "
+                    f"{path}: line {line}: {name} has version {_shown(repr(version_text))}, "
+                    "which is not a "
                     "PEP 440 version; write the line as the bare name to take it as present"
                 ) from exc
         packages[key] = version
@@ -189,11 +195,26 @@ def read_installed(path: Path) -> Installed:
 def _json_pairs(text: str, path: Path) -> list[tuple[str, str | None, int]]:
     try:
         rows = json.loads(text)
-        return [(str(r["name"]), str(r["version"]), i + 1) for i, r in enumerate(rows)]
-    except (ValueError, KeyError, TypeError) as exc:
+        pairs = [(r["name"], r["version"], i + 1) for i, r in enumerate(rows)]
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise ConfigError(
-            f"{path}: not a `pip list --format=json` list of {{name, version}}: {exc}"
+            f"{path}: not a `pip list --format=json` list of {{name, version}}: {_shown(str(exc))}"
         ) from exc
+    for name, version, number in pairs:
+        if not isinstance(name, str) or not _PROJECT.fullmatch(name):
+            raise ConfigError(
+                f"{path}: entry {number}: name {_shown(repr(name))} is not a project name "
+                "(letters, digits, '.', '_', '-'); produce the file with "
+                "`python3 -m pip list --format=json`"
+            )
+        if not isinstance(version, str):
+            raise ConfigError(f"{path}: entry {number}: {name}'s version is not a string")
+    return pairs
+
+
+def _shown(text: str, limit: int = 120) -> str:
+    """A line of the user's file as an error shows it: at most ``limit`` characters."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _freeze_pairs(text: str, path: Path) -> list[tuple[str, str | None, int]]:
@@ -204,19 +225,23 @@ def _freeze_pairs(text: str, path: Path) -> list[tuple[str, str | None, int]]:
             continue
         if line.startswith("-e ") or line.startswith("--editable"):
             raise ConfigError(
-                f"{path}: line {number}: {raw.strip()!r} is an editable install without a "
-                "version; use `pip list --format=freeze`, which names it with its version"
+                f"{path}: line {number}: {_shown(repr(raw.strip()))} is an editable install "
+                "without a version; use `pip list --format=freeze`, which names it with its version"
             )
         if line.startswith("-"):
             continue  # pip options such as -i/--index-url in a pip freeze
         if " @ " in line:
             name, _, url = line.partition(" @ ")
+            if not _PROJECT.fullmatch(name.strip()):
+                raise ConfigError(
+                    f"{path}: line {number}: {_shown(repr(name.strip()))} is not a project name"
+                )
             pairs.append((name.strip(), _version_from_url(url.strip()), number))
             continue
         match = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:===?\s*(\S+))?", line)
-        if not match:
+        if not match or not _PROJECT.fullmatch(match.group(1)):
             raise ConfigError(
-                f"{path}: line {number}: {raw.strip()!r} is not `name==version`; "
+                f"{path}: line {number}: {_shown(repr(raw.strip()))} is not `name==version`; "
                 "produce the file with `python3 -m pip list --format=freeze`"
             )
         pairs.append((match.group(1), match.group(2), number))

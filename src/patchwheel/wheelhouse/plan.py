@@ -58,6 +58,9 @@ class Options:
     out: Path | None = None
     split: int | None = None
     dry_run: bool = False
+    # the destination's GPUs, checked against every carried CUDA module (wheelhouse/kernels.py);
+    # None: the target's gpu-archs; () : no check
+    gpu_archs: tuple[str, ...] | None = None
 
 
 @dataclass

@@ -4,6 +4,8 @@ SHA256SUMS, join.py and INSTALL.txt, written beside the old folder and swapped i
 
 from __future__ import annotations
 
+import json
+import re
 import secrets
 import shlex
 import shutil
@@ -14,7 +16,7 @@ from typing import Any
 
 from patchwheel import __version__, atomic, console
 from patchwheel.errors import ConfigError, HashMismatchError
-from patchwheel.http import configured_index_urls
+from patchwheel.http import configured_index_urls, redact
 from patchwheel.index import outputs
 from patchwheel.manifest import Manifest
 from patchwheel.upstream.cache import sha256_file
@@ -59,7 +61,8 @@ def make_lock(
         },
         "exclude-newer": plan.cutoff,
         "exclude-newer-from": plan.cutoff_source,
-        "indexes": configured_index_urls(),
+        # the lock travels (and serve serves it): an index's user info (a token) is redacted
+        "indexes": [redact(url) for url in configured_index_urls()],
         "requirements": [{"requirement": r.requirement, "why": r.reason} for r in plan.roots],
         "installed": {
             "file": plan.installed.source or None,
@@ -105,8 +108,13 @@ def write_folder(
     """Write the wheelhouse beside ``out`` and rename it into place."""
     out.parent.mkdir(parents=True, exist_ok=True)
     _sweep(out)
-    if out.exists() and not (out / LOCK_NAME).is_file() and any(out.iterdir()):
-        raise ConfigError(f"{out} exists and is not a wheelhouse; choose another --out")
+    foreign = _foreign(out)
+    if foreign:
+        raise ConfigError(
+            f"{out} exists and is not a wheelhouse this command wrote (it holds "
+            f"{', '.join(foreign[:3])}{' …' if len(foreign) > 3 else ''}, which its lock does "
+            "not list); it is replaced whole, so choose another --out or empty it"
+        )
     staging = out.parent / f".{out.name}.tmp-{secrets.token_hex(4)}"
     staging.mkdir()
     try:
@@ -122,7 +130,10 @@ def write_folder(
         join.write_sums(staging, [(c.filename, c.sha256) for c in carried])
         join.install_join_script(staging)
         if split:
-            names = join.split_dir(staging, split)
+            try:
+                names = join.split_dir(staging, split)
+            except join.PartsError as exc:
+                raise ConfigError(f"--split: {exc}") from exc
             lock["split"] = {"part-size": split, "files": names} if names else None
         atomic.write_text(staging / "INSTALL.txt", install_text(lock))
         atomic.write_json(staging / LOCK_NAME, lock)
@@ -130,6 +141,36 @@ def write_folder(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _foreign(out: Path) -> list[str]:
+    """What in an existing ``out`` a wheelhouse did not write (empty: ``out`` may be replaced).
+
+    Ours: the fixed files, the wheels its lock lists and their split parts; nothing else, no
+    folder, no link. A folder without a readable lock is foreign whole unless empty.
+    """
+    if not out.exists() and not out.is_symlink():
+        return []
+    if out.is_symlink() or not out.is_dir():
+        return [out.name]
+    entries = sorted(out.iterdir())
+    if not entries:
+        return []
+    try:
+        lock = json.loads((out / LOCK_NAME).read_text("utf-8"))
+        wheels = {str(w["filename"]) for w in lock["wheels"]}
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return [p.name for p in entries]
+    ours = wheels | {LOCK_NAME, "requirements.txt", "INSTALL.txt", join.SUMS, join.MANIFEST}
+    ours.add("join.py")
+    part = re.compile(r"(.+)\.\d{3}")
+    return [
+        p.name
+        for p in entries
+        if p.is_symlink()
+        or not p.is_file()
+        or not (p.name in ours or ((m := part.fullmatch(p.name)) and m.group(1) in wheels))
+    ]
 
 
 def _sweep(out: Path) -> None:

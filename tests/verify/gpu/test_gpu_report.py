@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -16,7 +15,7 @@ import torch
 from patchwheel.errors import VerifyError
 from patchwheel.verify.generator.gpu import correctness, throughput
 from patchwheel.verify.generator.plan import VerifyPlan
-from patchwheel.verify.gpu import options, readme, report
+from patchwheel.verify.gpu import options, report
 from patchwheel.verify.gpu.install import Runtime
 from patchwheel.verify.gpu.report import GpuReport, check_schema, markdown_summary
 from patchwheel.verify.models.families import FAMILIES, FamilySpec
@@ -287,17 +286,6 @@ def test_profile_names_of_c_methods_are_plain() -> None:
     assert speed._plain_name("<built-in method torch.cuda.synchronize>") == "synchronize"
     assert speed._plain_name("<built-in method synchronize>") == "synchronize"
     assert speed._plain_name("collective_rpc") == "collective_rpc"
-
-
-def test_readme_gpu_block_is_the_committed_reports_rendering() -> None:
-    """README's GPU figures are written by `python -m patchwheel.verify.gpu.readme` from the
-    committed report they name, never typed."""
-    root = Path(__file__).resolve().parents[3]
-    text = (root / "README.md").read_text("utf-8")
-    shown = text.split(readme.START, 1)[1].split(readme.END, 1)[0].strip()
-    names = re.findall(r"^From `([^`]+)`", shown, re.M)
-    assert names and all(n.startswith("reports/gpu/") and (root / n).is_file() for n in names)
-    assert shown == "\n\n".join(readme.block(root / n, n) for n in names)
 
 
 def test_each_timed_side_starts_with_empty_compilation_caches_of_its_own(tmp_path: Path) -> None:

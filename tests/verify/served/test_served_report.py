@@ -1,5 +1,5 @@
-"""The served generation's report: written by the code, read back only as written, and the
-README block made from it."""
+"""The served generation's report: written by the code, read back only as written (the results
+page made from it: tests/results/test_pages.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import pytest
 from patchwheel.errors import VerifyError
 from patchwheel.verify.oracles.compare import TensorCheck
 from patchwheel.verify.report import PackageRecord
-from patchwheel.verify.served.readme import END, START, rewrite
 from patchwheel.verify.served.report import ServedReport, read_served_report, write_report
 from patchwheel.verify.served.results import ConnectorResult, ServedResult
 
@@ -54,15 +53,6 @@ def test_written_read_and_rendered(tmp_path: Path) -> None:
     write_report(report(), path)
     data = read_served_report(path)
     assert data["generation"] == "served" and data["packages"][0]["sha256"] == "f" * 64
-    readme = tmp_path / "README.md"
-    readme.write_text(f"before\n{START}\nold\n{END}\nafter\n")
-    rewrite(path, readme)
-    text = readme.read_text()
-    assert text.startswith("before\n") and text.endswith("after\n") and "old" not in text
-    assert (
-        "| example (`ExampleHiddenStatesConnector`) | 61 | 20 | 15 (float32) | 3: 2.0e-05" in text
-    )
-    assert "Against the generator generation: not run" in text
 
 
 def test_an_edited_report_is_refused(tmp_path: Path) -> None:

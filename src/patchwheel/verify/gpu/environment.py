@@ -50,6 +50,8 @@ HYGIENE: dict[str, str] = {
     "timing script",
 }
 INHERITED_PREFIXES = ("VLLM_", "TORCH", "PYTORCH_", "HF_", "TRANSFORMERS_", "CUDA_", "NCCL_")
+SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
+NOT_RECORDED = "(set; a secret: value not recorded)"
 EXPORT = re.compile(r"^\s*export\s+([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 
 
@@ -201,8 +203,13 @@ def describe(env: Mapping[str, str], base: Mapping[str, str], allowed: Allowed) 
 
 def inherited(base: Mapping[str, str]) -> dict[str, str]:
     """Variables of the caller's environment that steer the stack (vLLM, torch, CUDA, Hugging
-    Face): passed on untouched, and listed in the report so that a reader sees them."""
-    return {k: v for k, v in sorted(base.items()) if k.startswith(INHERITED_PREFIXES)}
+    Face): passed on untouched, and listed in the report so that a reader sees them; a name that
+    looks like a secret (HF_TOKEN) is listed without its value, which the report must not hold."""
+    return {
+        k: NOT_RECORDED if SECRET_NAME.search(k) else v
+        for k, v in sorted(base.items())
+        if k.startswith(INHERITED_PREFIXES)
+    }
 
 
 def _entries(value: str | None) -> list[str]:

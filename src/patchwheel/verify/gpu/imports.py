@@ -52,6 +52,8 @@ class Run:
     pids: list[int] = field(default_factory=list)
     imported: set[str] = field(default_factory=set)
     missing: dict[str, dict[str, str]] = field(default_factory=dict)
+    # shared objects of installed packages its processes mapped (``vllm/_C.abi3.so``)
+    libraries: set[str] = field(default_factory=set)
 
 
 def dropped_requirements(wheelhouse: Path | None) -> list[DroppedRequirement]:
@@ -104,6 +106,7 @@ def read(folder: Path) -> list[Run]:
             run = runs[root] = Run(label=_label(records[root]))
         run.pids.append(pid)
         run.imported |= set(record.get("imported", []))
+        run.libraries |= {str(x) for x in record.get("libraries", [])}
         for name, info in dict(record.get("missing", {})).items():
             run.missing.setdefault(str(name), {k: str(v) for k, v in dict(info).items()})
     for run in runs.values():
@@ -123,6 +126,7 @@ def earlier_runs(imports: dict[str, Any]) -> list[Run]:
                     pids=[0] * int(entry["processes"]),
                     imported=set(entry["modules"]),
                     missing={str(k): dict(v) for k, v in dict(entry["looked_for_in_vain"]).items()},
+                    libraries={str(x) for x in entry.get("libraries", [])},
                 )
             )
         except (KeyError, TypeError, ValueError):
@@ -206,6 +210,7 @@ def summary(
                     for name, info in sorted(run.missing.items())
                     if any(name in r.imports for r in dropped) or info.get("how") == "import"
                 },
+                "libraries": sorted(run.libraries),
             }
             for run in runs
         ],

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchwheel.errors import VerifyError
+from patchwheel.portable import Roots, roots
 from patchwheel.verify.gpu.report import REPORT_NAME
 from patchwheel.verify.models.families import FAMILIES, parse_families
 from patchwheel.verify.oracles.compare import RTOL
@@ -44,6 +45,20 @@ class GpuOptions:
     train_epochs: int = 4
     speculators_scripts: Path | None = None
     generator_report: Path | None = None
+
+    def report_roots(self) -> Roots:
+        """The folders a report names by name, never by this machine's path: the checkout
+        (relative), the wheelhouse, the work folder, the manifest's folder, speculators' scripts."""
+        checkout = Path(__file__).resolve().parents[4]  # src/patchwheel/verify/gpu/options.py
+        return roots(
+            checkout,
+            [
+                (self.wheelhouse, "$WHEELHOUSE"),
+                (self.work_dir, "$WORK_DIR"),
+                (self.manifest_dir, "$MANIFEST_DIR"),
+                (self.speculators_scripts, "$SPECULATORS_SCRIPTS"),
+            ],
+        )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from patchwheel import atomic
 from patchwheel.errors import VerifyError
+from patchwheel.portable import Roots, portable
 from patchwheel.verify.models.families import FAMILIES
 
 REPORT_NAME = "verify-gpu.json"
@@ -192,11 +193,12 @@ def check_schema(data: dict[str, Any]) -> None:
         raise VerifyError("verify-gpu.json does not follow its schema: " + "; ".join(problems))
 
 
-def write_report(report: GpuReport, path: Path, started: float) -> None:
-    """Write verify-gpu.json and verify-gpu.md beside it (atomically, schema-checked)."""
+def write_report(report: GpuReport, path: Path, started: float, roots: Roots | None = None) -> None:
+    """Write verify-gpu.json and verify-gpu.md beside it (atomically, schema-checked), every
+    path under one of ``roots`` written by its folder's name (:mod:`patchwheel.portable`)."""
     if report.runs:
         report.runs[-1]["wall_s"] = round(time.monotonic() - started, 1)
-    data = report.to_json()
+    data = portable(report.to_json(), roots or [])
     check_schema(data)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_json(path, data)
@@ -452,4 +454,16 @@ def _imports_lines(imports: dict[str, Any]) -> list[str]:
         )
     verdict = "passed" if imports.get("passed") else "FAILED: " + "; ".join(imports["violations"])
     lines += ["", f"Drop list check: {verdict}."]
+    kernels = imports.get("kernels") or {}
+    if kernels.get("loaded"):
+        lines += [
+            "",
+            f"CUDA modules of the build loaded on {kernels['device']} "
+            f"(compute capability {kernels.get('capability')}):",
+            "",
+            "| module | runs as | loaded by |",
+            "| --- | --- | --- |",
+        ]
+        for k in kernels["loaded"]:
+            lines.append(f"| {k['module']} | {k['runs_as']} | {', '.join(k['by'])} |")
     return lines

@@ -1,8 +1,8 @@
 """The summary (``.md``) of a served target's GPU report, written from its JSON.
 
 ``python -m patchwheel.verify.gpu.served_summary REPORT.json`` writes ``REPORT.md`` beside it
-(the served session writes it after every call); ``--readme README.md REPORT.json`` rewrites
-README's served GPU block from it. The status is judged again from what the JSON
+(the served session writes it after every call; the results pages, ``python -m
+patchwheel.results``, show the same text). The status is judged again from what the JSON
 holds (:func:`judge`), so a report written by an older session
 that called an interrupted run "passed" is summarised truthfully; the JSON stays as written.
 """
@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from patchwheel import atomic
-from patchwheel.errors import VerifyError
-from patchwheel.verify import readme_block
 
 
 def judge(report: dict[str, Any], errors: list[str], *, interrupted: bool = False) -> str:
@@ -126,41 +123,9 @@ def _throughput(figures: dict[str, Any] | None) -> list[str]:
     ]
 
 
-START = "<!-- verify-gpu-served -->"
-END = "<!-- /verify-gpu-served -->"
-
-
-def _block(report_path: Path) -> list[str]:
-    """One report's summary for README: its title line, then its sections a level lower."""
-    lines = summary(json.loads(report_path.read_text("utf-8"))).splitlines()
-    body = [("#" + line if line.startswith("## ") else line) for line in lines[1:]]
-    title = f"From `{report_path.as_posix()}` ({lines[0].removeprefix('# verify-gpu: ')}):"
-    return [title, *body]
-
-
-def rewrite_readme(report_paths: Sequence[Path], readme: Path) -> None:
-    """README's served GPU block (between START and END) from the reports, one after the
-    other in the order given (newest first: a later run of another build of the same target
-    need not repeat the stages an earlier one measured), headings demoted."""
-    if not report_paths:
-        raise VerifyError("served_summary --readme needs at least one report")
-    lines: list[str] = []
-    for path in report_paths:
-        lines += [*_block(path), ""]
-    readme_block.replace(readme, START, END, "\n".join(lines).strip())
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Write REPORT.md beside each REPORT.json given; ``--readme README.md REPORT.json
-    [EARLIER.json …]`` rewrites README's served GPU block from those reports instead."""
+    """Write REPORT.md beside each REPORT.json given."""
     args = list(argv if argv is not None else sys.argv[1:])
-    if args[:1] == ["--readme"]:
-        if len(args) < 3:
-            print("usage: served_summary --readme README.md REPORT.json [EARLIER.json …]")
-            return 2
-        rewrite_readme([Path(a) for a in args[2:]], Path(args[1]))
-        print(f"{args[1]}: served GPU block from {', '.join(args[2:])}")
-        return 0
     for name in args:
         path = Path(name)
         report = json.loads(path.read_text("utf-8"))

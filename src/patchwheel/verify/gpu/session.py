@@ -34,6 +34,7 @@ from patchwheel.verify.gpu.install import (
     installed_packages,
     prepare_runtime,
 )
+from patchwheel.verify.gpu.loaded_kernels import loaded_kernels
 from patchwheel.verify.gpu.machine import gpu_facts
 from patchwheel.verify.gpu.options import GpuOptions, add_arguments, options_from
 from patchwheel.verify.gpu.report import GpuReport, write_report
@@ -107,7 +108,7 @@ def verify_gpu(options: GpuOptions, console: Console | None = None) -> GpuReport
     finally:
         if errors:
             report.error = "; ".join(errors)
-        write_report(report, options.report_path, started)
+        write_report(report, options.report_path, started, options.report_roots())
     if errors:
         raise VerifyError(report.error or "; ".join(errors))
     return report
@@ -128,7 +129,7 @@ def _training(
     except VerifyError as exc:
         report.training = {"error": str(exc), "passed": False}
         raise
-    write_report(report, options.report_path, started)
+    write_report(report, options.report_path, started, options.report_roots())
     if not report.training["passed"]:
         raise VerifyError(
             "training did not lower the loss (or it is not finite): "
@@ -193,11 +194,19 @@ def _imports(options: GpuOptions, runtime: Runtime, report: GpuReport, console: 
     for run in earlier:
         provided.update(imports.distributions(runtime.python, runtime.env, run.imported))
     report.imports = imports.summary([*earlier, *runs], dropped, provided, folders)
+    sm = str((report.machine.get("gpu") or {}).get("sm", ""))
+    report.imports["kernels"] = loaded_kernels(options.manifest_dir, sm, [*earlier, *runs])
     if report.imports["violations"]:
         raise VerifyError("the drop list does not hold: " + "; ".join(report.imports["violations"]))
+    kernels = report.imports["kernels"]
     console.print(
         f"import trace: {len(runs)} runs, {len(modules)} top-level modules; none of the "
-        f"{len(dropped)} dropped requirements imported"
+        f"{len(dropped)} dropped requirements imported; CUDA modules loaded on "
+        f"{kernels.get('device')}: "
+        + (
+            ", ".join(f"{k['module']} ({k['runs_as']})" for k in kernels.get("loaded", []))
+            or "none"
+        )
     )
 
 
@@ -213,7 +222,7 @@ def _correctness(
             console.print(f"[bold red]{family} could not be checked:[/] {escape(str(exc))}")
             continue
         report.families.append(result)
-        write_report(report, options.report_path, started)
+        write_report(report, options.report_path, started, options.report_roots())
         ora, tra = result["extraction_vs_vllm_oracle"], result["extraction_vs_transformers"]
         console.print(
             f"{family} (TP {options.tp}): vs vLLM oracle "

@@ -12,7 +12,11 @@ imported, and at exit; a forked child starts its own file):
 - ``missing``: top-level names some import looked for and no finder found, each with the first
   module that asked (the first frame outside importlib) and ``how``: ``import`` (an import
   statement, ``__import__`` or ``importlib.import_module``: the import raised
-  ModuleNotFoundError) or ``probe`` (``importlib.util.find_spec``, which asks without importing).
+  ModuleNotFoundError) or ``probe`` (``importlib.util.find_spec``, which asks without importing);
+- ``libraries``: the shared objects of installed packages mapped into the process (read from
+  ``/proc/self/maps``, as paths below their ``sys.path`` folder: ``vllm/_C.abi3.so``), however
+  they were loaded (an import, ``torch.ops.load_library``, ctypes): the GPU session matches
+  them against the build's CUDA modules.
 
 An earlier ``sitecustomize`` on the path (the interpreter's own) is run after this one, so
 nothing it does is lost.
@@ -50,7 +54,7 @@ class _Trace:
         self.pid = os.getpid()
         self.ppid = os.getppid()  # at start: a child outliving its parent is re-parented
         self.path = os.path.join(self.folder, f"{self.pid}-{secrets.token_hex(3)}.json")
-        self.written: tuple[int, int] = (-1, -1)
+        self.written: tuple[int, int, int] = (-1, -1, -1)
         self.started = time.time()
         thread = threading.Thread(target=self._loop, name="patchwheel-import-trace", daemon=True)
         thread.start()
@@ -74,7 +78,8 @@ class _Trace:
             modules = {name.partition(".")[0] for name in list(sys.modules)}
             with self.lock:
                 missing = {k: v for k, v in self.missing.items() if k not in modules}
-            state = (len(modules), len(missing))
+            libraries = _libraries()
+            state = (len(modules), len(missing), len(libraries))
             if state == self.written:
                 return
             record = {
@@ -84,6 +89,7 @@ class _Trace:
                 "started": self.started,
                 "imported": sorted(modules - set(sys.stdlib_module_names)),
                 "missing": missing,
+                "libraries": libraries,
             }
             temp = f"{self.path}.tmp"
             with open(temp, "w", encoding="utf-8") as handle:
@@ -92,6 +98,31 @@ class _Trace:
             self.written = state
         except Exception:  # a trace never breaks the process it watches
             return
+
+
+def _libraries() -> list[str]:
+    """Shared objects of installed packages mapped into this process, as paths below the
+    ``sys.path`` folder holding them (a ``pip install --target`` site too); Linux, else none."""
+    roots = sorted(
+        {os.path.join(os.path.abspath(p), "") for p in sys.path if p and os.path.isdir(p)},
+        key=len,
+        reverse=True,
+    )
+    found = set()
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            for line in maps:
+                _, slash, rest = line.rstrip("\n").partition("/")
+                path = slash + rest
+                name = os.path.basename(path)
+                if not (name.endswith(".so") or ".so." in name):
+                    continue
+                root = next((r for r in roots if path.startswith(r)), None)
+                if root is not None:
+                    found.add(path[len(root) :])
+    except OSError:
+        return []
+    return sorted(found)
 
 
 class _LastFinder(importlib.abc.MetaPathFinder):

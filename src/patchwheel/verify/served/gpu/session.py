@@ -38,6 +38,7 @@ from rich.console import Console
 
 from patchwheel import atomic, manifest
 from patchwheel.errors import VerifyError
+from patchwheel.portable import portable
 from patchwheel.verify.env.install import (
     BuiltWheel,
     built_inputs,
@@ -140,7 +141,10 @@ def _correctness(
             errors.append(f"{family}: {exc}")
         report["families"][family] = result.to_json()
         # Each family as it finishes: a call killed at its limit keeps the ones before.
-        atomic.write_json(options.report_path, {**report, "status": "incomplete"})
+        atomic.write_json(
+            options.report_path,
+            portable({**report, "status": "incomplete"}, options.report_roots()),
+        )
         console.print(f"{family}: served path {result.status}")
     return errors
 
@@ -377,9 +381,10 @@ def _write(
     if interrupted:
         report["runs"][-1]["interrupted"] = True
     report["runs"][-1]["wall_s"] = round(time.monotonic() - started, 1)
-    atomic.write_json(options.report_path, report)
+    written = portable(report, options.report_roots())
+    atomic.write_json(options.report_path, written)
     if final:
-        atomic.write_text(options.report_path.with_suffix(".md"), summary(report))
+        atomic.write_text(options.report_path.with_suffix(".md"), summary(written))
 
 
 def verify_served_gpu(options: GpuOptions, console: Console) -> dict[str, Any]:
