@@ -3,6 +3,7 @@
 nox -s build                      build the default target into build/
 nox -s build -- --target vllm-0.16
 nox -s tests                      the whole test suite (what CI runs)
+nox -s quick                      the unit tests in parallel, no network (the everyday loop)
 """
 
 from __future__ import annotations
@@ -81,6 +82,20 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", *args, env={"PYTHONUNBUFFERED": "1", **_ci_env()})
 
 
+# The unit tier (tests/tiers.py): no integration folder or heavy file, nothing that needs the
+# network or takes minutes; every test fenced off the network. Parallel on every core.
+QUICK = "not integration and not network and not slow"
+
+
+@nox.session(python=PYTHON)
+def quick(session: nox.Session) -> None:
+    """The everyday loop: the unit tests, in parallel, no network (< 5 min on 2 cores on a fresh
+    clone: python benchmarks/quick_tests.py). Arguments go to pytest: nox -s quick -- -x -k X."""
+    _install(session, "test", "verify")
+    args = ["-m", QUICK, "-n", "auto", "-q", "-ra", *session.posargs]
+    session.run("pytest", *args, env={"PYTHONUNBUFFERED": "1", **_ci_env()})
+
+
 @nox.session(python=PYTHON)
 def docs(session: nox.Session) -> None:
     """Build the manual (docs/, Sphinx + MyST) with every warning an error, after checking that
@@ -94,12 +109,10 @@ def docs(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff (lint + format check), mypy --strict and the import-linter layer contracts."""
+    """ruff (lint + format check), mypy --strict and the import-linter contracts: the hooks of
+    .pre-commit-config.yaml (the same checks a commit runs once `pre-commit install` is done)."""
     _install(session, "lint")
-    session.run("ruff", "check", ".")
-    session.run("ruff", "format", "--check", ".")
-    session.run("mypy")
-    session.run("lint-imports")
+    session.run("pre-commit", "run", "--all-files", "--show-diff-on-failure")
 
 
 def _ci_env() -> dict[str, str]:

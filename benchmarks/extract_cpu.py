@@ -11,7 +11,7 @@ same engine settings (dtype, step budget, sequences per step, no prefix caching,
 warmed up with one untimed pass, then timed over --repeats passes. The sides alternate for
 --rounds rounds (so background load hits both alike); each side's best pass counts.
 
-Each side runs `patchwheel/verify/speed.py` in the venv (the same script `nox -s gpu` times
+Each side runs `patchwheel/verify/payloads/speed.py` in the venv (the same script `nox -s gpu` times
 with on a GPU), which imports only torch/vllm/speculators.
 """
 
@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from patchwheel.config.targets import default_target_name
-from patchwheel.verify.cpu import extraction_env
-from patchwheel.verify.install import Venv, cpu_wheels, read_manifest
-from patchwheel.verify.model import make_tiny_llama, prompt_texts, tokenize_prompts
-from patchwheel.verify.plan import VerifyPlan
-from patchwheel.verify.speed import __file__ as _speed_file
-from patchwheel.verify.venv import installable, prepare_venv
+from patchwheel.verify.env.install import Venv, cpu_wheels, read_manifest
+from patchwheel.verify.env.venv import installable, prepare_venv
+from patchwheel.verify.generator.cpu import extraction_env
+from patchwheel.verify.generator.plan import VerifyPlan
+from patchwheel.verify.models.tiny import make_tiny_llama, prompt_texts, tokenize_prompts
+from patchwheel.verify.payloads.speed import __file__ as _speed_file
 
 SPEED_SCRIPT = Path(_speed_file)
 

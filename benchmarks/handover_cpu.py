@@ -1,5 +1,5 @@
 """The generator's hand-over and the saving, without the model: bytes per second that
-speculators' offline script's saving (``torch.save`` on 4 threads, ``verify/savejob.py``)
+speculators' offline script's saving (``torch.save`` on 4 threads, ``verify/payloads/savejob.py``)
 gets from the generator's own result tensors, for the built speculators and, with
 ``--baseline-speculators WHEEL``, another build of it ("before").
 

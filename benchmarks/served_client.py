@@ -101,7 +101,7 @@ def _prepare(python: Path, work: Path, prompts: int, length: int, env: dict[str,
             str(python),
             "-c",
             "import sys; from pathlib import Path; "
-            "from patchwheel.verify.model import TinyLlamaSpec, make_tiny_llama; "
+            "from patchwheel.verify.models.tiny import TinyLlamaSpec, make_tiny_llama; "
             "spec = TinyLlamaSpec(); make_tiny_llama(spec, Path(sys.argv[1]))",
             str(model),
         ],

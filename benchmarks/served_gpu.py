@@ -360,7 +360,7 @@ def setup(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- model, prompts
 def _model(setup_: dict[str, Any], work: Path, shape: str) -> Path:
     """config.json of the shape (weights: vLLM's dummy loader) and a WordLevel tokenizer of its
-    vocabulary (patchwheel.verify.model), made by the install's python."""
+    vocabulary (patchwheel.verify.models.tiny), made by the install's python."""
     model = work / f"model-{shape}"
     if (model / "config.json").is_file():
         return model
@@ -368,7 +368,7 @@ def _model(setup_: dict[str, Any], work: Path, shape: str) -> Path:
     code = (
         "import json, sys\n"
         "from pathlib import Path\n"
-        "from patchwheel.verify.model import TinyLlamaSpec, make_tokenizer_dir, vocab, BOS, EOS\n"
+        "from patchwheel.verify.models.tiny import TinyLlamaSpec, make_tokenizer_dir, vocab, BOS, EOS\n"
         "d = json.loads(sys.argv[2]); out = Path(sys.argv[1]); out.mkdir(parents=True)\n"
         "spec = TinyLlamaSpec(num_layers=d['num_layers'], hidden_size=d['hidden_size'],\n"
         "    intermediate_size=d['intermediate_size'], num_heads=d['num_heads'],\n"

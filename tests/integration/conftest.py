@@ -15,11 +15,11 @@ from rich.console import Console
 from patchwheel.config.targets import load_target
 from patchwheel.errors import VerifyError
 from patchwheel.index.consumer import Command
-from patchwheel.verify.consumer import cpu_commands, extra_indexes_for
-from patchwheel.verify.cpu import verify_cpu
-from patchwheel.verify.family_check import CPU_FAMILIES
+from patchwheel.verify.env.consumer import cpu_commands, extra_indexes_for
+from patchwheel.verify.generator.cpu import verify_cpu
+from patchwheel.verify.generator.family_check import CPU_FAMILIES
+from patchwheel.verify.generator.userpath import UserPathPlan
 from patchwheel.verify.report import VerifyReport
-from patchwheel.verify.userpath import UserPathPlan
 from tests import support
 from tests.conftest import DefaultBuild
 

@@ -56,7 +56,7 @@ ISSUE24 = {
         "the next roll says up to date"
     ),
     "test_a_roll_killed_before_every_mutation_site_continues_and_aborts": (
-        "2. a roll killed at any moment (every distinct mutation site; ROLL_KILL_ALL=1)"
+        "2. a roll killed at any moment (every distinct mutation site; pytest --kill-all)"
     ),
     "test_up_to_date_means_built_audited_and_verified_at_the_pins": (
         "2. 'up to date' means pinned, whatever build/ holds"

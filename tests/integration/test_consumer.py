@@ -24,7 +24,7 @@ from uv import find_uv_bin
 from patchwheel.config.targets import load_target
 from patchwheel.index.consumer import Command, Installer, install_commands
 from patchwheel.index.serve import IndexServer
-from patchwheel.verify.consumer import extra_indexes_for
+from patchwheel.verify.env.consumer import extra_indexes_for
 from tests import support
 from tests.conftest import Checkout, DefaultBuild, copy_tree
 from tests.integration.pypiserver_support import (

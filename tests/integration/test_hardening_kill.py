@@ -278,11 +278,7 @@ def test_kill_before_every_mutation_site_of_a_build_loses_and_leaks_nothing(
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    os.environ.get("HARDENING_KILL_ALL") != "1",
-    reason="every single mutation (~25 min on 2 cores): HARDENING_KILL_ALL=1; CI kills before "
-    "every distinct site (test_kill_before_every_mutation_site_of_a_build_loses_and_leaks_nothing)",
-)
+@pytest.mark.kill_all  # pytest --kill-all (tests/tiers.py)
 def test_kill_before_every_mutation_of_a_build_loses_and_leaks_nothing(
     template: KillTemplate, tmp_path: Path
 ) -> None:

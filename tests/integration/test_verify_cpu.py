@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from patchwheel.errors import VerifyError
-from patchwheel.verify.compare import RTOL
-from patchwheel.verify.family_check import CPU_FAMILIES
-from patchwheel.verify.install import Venv, check_installed_files, cpu_wheels, read_manifest
+from patchwheel.verify.env.install import Venv, check_installed_files, cpu_wheels, read_manifest
+from patchwheel.verify.env.venv import prepare_venv
+from patchwheel.verify.generator.family_check import CPU_FAMILIES
+from patchwheel.verify.generator.userpath import UserPathPlan
+from patchwheel.verify.oracles.compare import RTOL
 from patchwheel.verify.report import read_report
-from patchwheel.verify.userpath import UserPathPlan
-from patchwheel.verify.venv import prepare_venv
 from tests import support
 from tests.conftest import DefaultBuild
 from tests.integration.conftest import (

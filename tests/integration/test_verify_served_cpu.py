@@ -22,7 +22,7 @@ from rich.console import Console
 
 from patchwheel.config.targets import load_target
 from patchwheel.errors import VerifyError
-from patchwheel.verify.consumer import cpu_commands, extra_indexes_for
+from patchwheel.verify.env.consumer import cpu_commands, extra_indexes_for
 from patchwheel.verify.report import read_report
 from patchwheel.verify.served.cpu import verify_served_cpu
 from patchwheel.verify.served.plan import ConnectorRun, ServedPlan

@@ -16,8 +16,8 @@ from patchwheel.results import README_END, README_START, check, expected, find_r
 from patchwheel.verify.report import VerifyReport, write_report
 from patchwheel.verify.served.report import write_report as write_served_report
 from tests import support
-from tests.verify.test_family_report import _checks, _family
-from tests.verify.test_served_report import report as served_report
+from tests.verify.generator.test_family_report import _checks, _family
+from tests.verify.served.test_served_report import report as served_report
 
 ROOT = support.REPO_ROOT
 SERVED = "reports/gpu/2026-12-04-h200-spec-0.9-vllm-0.26.json"

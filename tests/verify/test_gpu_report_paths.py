@@ -7,9 +7,9 @@ import json
 import time
 from pathlib import Path
 
-from patchwheel.verify.gpu import served
 from patchwheel.verify.gpu.options import GpuOptions
 from patchwheel.verify.gpu.report import GpuReport, write_report
+from patchwheel.verify.served.gpu import session as served
 from tests import support
 
 

@@ -10,7 +10,7 @@ import argparse
 
 from patchwheel import console
 from patchwheel.cli import _context
-from patchwheel.verify.gpu import options, session
+from patchwheel.verify import add_gpu_arguments, gpu_options_from, run_gpu
 
 
 def register(sub: _context.SubParsers) -> None:
@@ -18,11 +18,11 @@ def register(sub: _context.SubParsers) -> None:
     parser = sub.add_parser(
         "gpu", help="extraction on a CUDA GPU with the built wheels, checked and timed"
     )
-    options.add_arguments(parser)
+    add_gpu_arguments(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the GPU session; its own exit status (it prints its errors itself)."""
-    chosen = options.options_from(args, _context.workspace(args))
-    return session.run(chosen, console.stderr)
+    chosen = gpu_options_from(args, _context.workspace(args))
+    return run_gpu(chosen, console.stderr)

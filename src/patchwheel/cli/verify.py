@@ -64,7 +64,7 @@ def register(sub: _context.SubParsers) -> None:
 
 
 def _families(text: str) -> tuple[str, ...]:
-    from patchwheel.verify.family_check import CPU_FAMILIES
+    from patchwheel.verify import CPU_FAMILIES
 
     if text.strip() == "none":
         return ()
@@ -81,9 +81,11 @@ def _families(text: str) -> tuple[str, ...]:
 def run(args: argparse.Namespace) -> int:
     """Verify the target's built wheels on CPU (raises VerifyError on any mismatch)."""
     from patchwheel.config.targets import load_target
-    from patchwheel.verify.consumer import extra_indexes_for
-    from patchwheel.verify.cpu import verify_as_user  # imported when the verb runs
-    from patchwheel.verify.family_check import CPU_FAMILIES
+    from patchwheel.verify import (
+        CPU_FAMILIES,
+        extra_indexes_for,
+        verify_as_user,  # loaded when the verb runs
+    )
 
     workspace = _context.workspace(args)
     name = _context.target_name(args)
@@ -101,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         )
     against = None
     if args.against:
-        from patchwheel.verify.served.cpu import generator_files
+        from patchwheel.verify import generator_files
 
         other = load_target(workspace.patches, args.against)  # a known target, or refused
         if target.generation != "served" or other.generation != "generator":

@@ -14,8 +14,7 @@ from patchwheel.errors import ResultsError, VerifyError
 from patchwheel.results.catalog import Report
 
 # Not exported by patchwheel.verify: its readers of the two generations' reports.
-from patchwheel.verify.report import read_report
-from patchwheel.verify.served.report import read_served_report
+from patchwheel.verify.reports import read_report, read_served_report
 
 
 def checked(report: Report, root: Path) -> dict[str, Any]:

@@ -12,8 +12,10 @@ from patchwheel.results.markdown import demote_title, table
 
 # Not exported by patchwheel.verify (its package declares no public names yet): the summaries
 # the GPU sessions write beside their JSON, and the served session's judge.
-from patchwheel.verify.gpu.report import check_schema, markdown_summary
-from patchwheel.verify.gpu.served_summary import judge, summary
+from patchwheel.verify.reports import check_gpu_report as check_schema
+from patchwheel.verify.reports import gpu_report_summary as markdown_summary
+from patchwheel.verify.reports import judge_served_gpu_report as judge
+from patchwheel.verify.reports import served_gpu_report_summary as summary
 
 
 def status(report: Report) -> str:

@@ -49,9 +49,7 @@ from patchwheel.roll.state import RollState, Step
 from patchwheel.upstream import gitsrc
 from patchwheel.upstream.cache import Cache
 from patchwheel.upstream.sources import source_tree_of
-from patchwheel.verify.consumer import extra_indexes_for
-from patchwheel.verify.cpu import verify_as_user
-from patchwheel.verify.installed import verify_install
+from patchwheel.verify import extra_indexes_for, verify_as_user, verify_install
 from patchwheel.workspace import Workspace
 
 

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from patchwheel import atomic
 from patchwheel.errors import VerifyError
-from patchwheel.verify.compare import TensorCheck, max_error_per_layer
+from patchwheel.verify.oracles.compare import TensorCheck, max_error_per_layer
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class VerifyReport:
     settings: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     install: dict[str, Any] | None = None  # the consumer's commands as run, seconds
     user_path: dict[str, Any] | None = None  # verify.userpath.UserPathResult.to_json()
-    # verify.family_check: per family, extraction vs transformers and vs the vLLM oracle.
+    # verify.generator.family_check: per family, extraction vs transformers and vs the vLLM oracle.
     families: list[dict[str, Any]] = field(default_factory=list)
 
     @property

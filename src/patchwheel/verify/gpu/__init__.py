@@ -15,20 +15,21 @@
    Every child process then runs with the session's environment plus only what the
    wheelhouse's INSTALL.txt tells users to set, the import trace and declared hygiene
    (:mod:`.environment`); anything else is refused, naming it.
-3. ``correctness`` (:mod:`.correctness`): per model family (:mod:`patchwheel.verify.families`),
-   speculators' own VllmHiddenStatesGenerator at its GPU default against transformers and
-   against the vLLM oracle (:mod:`patchwheel.verify.oracle`), at TP ``--tp``; every side's
-   effective engine settings recorded; a generator that does not accept a setting fails.
-4. ``training`` (:mod:`.training`): a few optimizer steps of speculators' EAGLE-3 trainer on
-   the files step 3 extracted; the loss must be finite and decrease.
-5. ``throughput`` (:mod:`.throughput`): extraction vs ``LLM.generate`` compiled default and
-   eager on a ~1 B-parameter model; start-up timed the same way on every side; ``--profile``
-   adds where the driver's time goes; ``--baseline-speculators`` times a "before" wheel too.
-   The user's job end to end: the extraction side also writes the training files as
+3. ``correctness`` (``generator/gpu/correctness.py``): per model family
+   (:mod:`patchwheel.verify.models.families`), speculators' own VllmHiddenStatesGenerator at its
+   GPU default against transformers and against the vLLM oracle (``payloads/oracle.py``), at TP
+   ``--tp``; every side's effective engine settings recorded; a generator that does not accept
+   a setting fails.
+4. ``training`` (``generator/gpu/training.py``): a few optimizer steps of speculators' EAGLE-3
+   trainer on the files step 3 extracted; the loss must be finite and decrease.
+5. ``throughput`` (``generator/gpu/throughput.py``): extraction vs ``LLM.generate`` compiled
+   default and eager on a ~1 B-parameter model; start-up timed the same way on every side;
+   ``--profile`` adds where the driver's time goes; ``--baseline-speculators`` times a "before"
+   wheel too. The user's job end to end: the extraction side also writes the training files as
    speculators' offline script does, on the RAM disk and the real disk, beside each disk's
    measured write bandwidth (``end_to_end``).
-6. ``userjob`` (:mod:`.userjob`, with ``--speculators-scripts``): speculators' own v0.3.0
-   scripts, unmodified, with INSTALL.txt's environment only.
+6. ``userjob`` (``generator/gpu/userjob.py``, with ``--speculators-scripts``): speculators'
+   own v0.3.0 scripts, unmodified, with INSTALL.txt's environment only.
 7. The import trace of every run (:mod:`.imports`): each run's modules and distributions; the
    wheelhouse's drop list checked against them.
 8. Writes ``verify-gpu.json`` (only fields the code writes, schema-checked; the stages of
@@ -37,4 +38,9 @@
 Only the standard library, rich, torch and transformers are imported here, so the module runs
 on an air-gapped GPU machine from a plain checkout (``PYTHONPATH=src``). No GPU architecture is
 assumed: vLLM picks its kernels for whatever device it finds.
+
+This package is the session, for both generations: the machine check (:mod:`.machine`), the
+install (:mod:`.install`, :mod:`.environment`), the options, the import trace and the dispatch
+on the build's generation (:mod:`.session`). The stages themselves are each generation's:
+``verify.generator.gpu`` (the steps above) and ``verify.served.gpu`` (a served target).
 """

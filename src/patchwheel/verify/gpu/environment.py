@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchwheel.errors import VerifyError
+from patchwheel.verify.payloads import IMPORT_TRACE
 
 TRACE_VARIABLE = "PATCHWHEEL_IMPORT_TRACE"
-TRACE_DIR = Path(__file__).resolve().parent.parent / "importtrace"
+TRACE_DIR = IMPORT_TRACE
 # The session's own sources (``PYTHONPATH=src python3 -m patchwheel.verify.gpu``, or nox's):
 # the session needs them, its children do not, and no user has them: taken off their path.
 SESSION_SRC = Path(__file__).resolve().parents[3]

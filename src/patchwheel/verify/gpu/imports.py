@@ -1,4 +1,4 @@
-"""What the session's child processes imported (the import trace, ``verify/importtrace``),
+"""What the session's child processes imported (the import trace, ``verify/payloads/importtrace``),
 and the check that the wheelhouse's drop list holds: no dropped requirement is imported on the
 verified path.
 

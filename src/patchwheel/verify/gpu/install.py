@@ -20,14 +20,14 @@ from rich.console import Console
 
 from patchwheel import manifest
 from patchwheel.errors import VerifyError
-from patchwheel.verify.gpu import environment
-from patchwheel.verify.gpu.options import GpuOptions
-from patchwheel.verify.install import (
+from patchwheel.verify.env.install import (
     BuiltWheel,
     check_installed_files,
     read_manifest,
     select_wheels,
 )
+from patchwheel.verify.gpu import environment
+from patchwheel.verify.gpu.options import GpuOptions
 
 GPU_DISTRIBUTIONS = ("speculators", "vllm")
 # The harness's own runs (never the user's job): no network lookups, no telemetry, logs as

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from patchwheel.errors import VerifyError
 from patchwheel.portable import Roots, roots
-from patchwheel.verify.compare import RTOL
-from patchwheel.verify.families import FAMILIES, parse_families
 from patchwheel.verify.gpu.report import REPORT_NAME
+from patchwheel.verify.models.families import FAMILIES, parse_families
+from patchwheel.verify.oracles.compare import RTOL
 from patchwheel.workspace import Workspace
 
 STAGES = ("correctness", "training", "throughput", "userjob")

@@ -20,7 +20,7 @@ from typing import Any
 from patchwheel import atomic
 from patchwheel.errors import VerifyError
 from patchwheel.portable import Roots, portable
-from patchwheel.verify.families import FAMILIES
+from patchwheel.verify.models.families import FAMILIES
 
 REPORT_NAME = "verify-gpu.json"
 SUMMARY_NAME = "verify-gpu.md"

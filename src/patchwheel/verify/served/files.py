@@ -7,11 +7,11 @@ stores ``hidden_states`` as float8_e4m3fn with ``hidden_states_scales`` ``[token
 hs-connectors' own ``FP8Transfer``. speculators' ``generate-offline-data`` moves each file to
 ``hs_<i>.safetensors``, ``i`` the row of the prepared dataset.
 
-Two checks, both with :func:`patchwheel.verify.compare.check_tensor`:
+Two checks, both with :func:`patchwheel.verify.oracles.compare.check_tensor`:
 
 - :func:`check_against_transformers`: each file's layer ``k`` (vLLM's id) against the
   residual stream after decoder layer ``k - 1`` computed by transformers on the file's own
-  token ids (``verify.reference``), and the token ids against the dataset row.
+  token ids (``verify.oracles.reference``), and the token ids against the dataset row.
 - :func:`check_against_generator`: against the generator generation's ``data_<i>.pt`` files
   of the same model (speculators 0.3.0's user path, layer ``i`` = the stream after decoder
   layer ``i``): every sample's token ids must be one of the served rows, and each common layer
@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from patchwheel.errors import VerifyError
-from patchwheel.verify.compare import TensorCheck, check_tensor
-from patchwheel.verify.reference import load_reference_model, residual_stream
+from patchwheel.verify.oracles.compare import TensorCheck, check_tensor
+from patchwheel.verify.oracles.reference import load_reference_model, residual_stream
 
 SCALES = "hidden_states_scales"
 

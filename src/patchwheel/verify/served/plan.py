@@ -2,7 +2,7 @@
 
 The defaults are the CPU run of ``nox -s verify`` for a served target: the 8-layer tiny chat
 Llama of the generator generation's user path (same seed, same weights, same conversations:
-``verify.chat``), hidden states of vLLM layer ids 3, 5, 6 and the last (8), served once with
+``verify.models.chat``), hidden states of vLLM layer ids 3, 5, 6 and the last (8), served once with
 vLLM's ``ExampleHiddenStatesConnector`` (the files speculators' trainer reads) and once with
 hs-connectors' FP8 connector.
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from patchwheel.errors import VerifyError
-from patchwheel.verify.model import TinyLlamaSpec
+from patchwheel.verify.models.tiny import TinyLlamaSpec
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from rich.table import Table
 
 from patchwheel import atomic
 from patchwheel.errors import VerifyError
-from patchwheel.verify.compare import TensorCheck
+from patchwheel.verify.oracles.compare import TensorCheck
 from patchwheel.verify.report import PackageRecord
 from patchwheel.verify.served.results import ServedResult
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from patchwheel.errors import VerifyError
-from patchwheel.verify.compare import TensorCheck, max_error_per_layer
+from patchwheel.verify.oracles.compare import TensorCheck, max_error_per_layer
 
 
 @dataclass(frozen=True)

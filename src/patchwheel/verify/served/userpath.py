@@ -29,15 +29,16 @@ from pathlib import Path
 from typing import Any
 
 from patchwheel.errors import VerifyError
-from patchwheel.verify.chat import (
+from patchwheel.verify.models.chat import (
     expected_turn_rows,
     sharegpt_records,
     write_chat_tokenizer,
     write_sharegpt,
 )
-from patchwheel.verify.compare import max_error_per_layer
-from patchwheel.verify.families import FamilySpec, make_family_model
-from patchwheel.verify.model import make_tiny_llama
+from patchwheel.verify.models.families import FamilySpec, make_family_model
+from patchwheel.verify.models.tiny import make_tiny_llama
+from patchwheel.verify.oracles.compare import max_error_per_layer
+from patchwheel.verify.payloads import script
 from patchwheel.verify.served.files import (
     check_against_generator,
     check_against_transformers,
@@ -49,7 +50,7 @@ from patchwheel.verify.served.plan import ServedPlan
 from patchwheel.verify.served.results import GeneratorFiles, ServedPathFailed, ServedResult
 from patchwheel.verify.served.steps import run_step, serve_and_generate
 
-PIPELINE_SCRIPT = Path(__file__).with_name("pipeline.py")
+PIPELINE_SCRIPT = script("served_pipeline")
 
 
 def prepare_inputs(plan: ServedPlan, work: Path) -> tuple[Path, Path]:
@@ -74,7 +75,7 @@ def prepare_inputs(plan: ServedPlan, work: Path) -> tuple[Path, Path]:
 def _pipeline(
     python: Path, plan: ServedPlan, paths: dict[str, Path], states: Path, env: Mapping[str, str]
 ) -> dict[str, Any]:
-    """speculators' training side on one connector's files (pipeline.py in the venv)."""
+    """speculators' training side on one connector's files (served_pipeline.py in the venv)."""
     out = paths["work"] / "pipeline"
     if out.exists():
         shutil.rmtree(out)
@@ -94,7 +95,7 @@ def _pipeline(
             log,
             env=env,
             timeout_s=plan.step_timeout_s,
-            what="speculators' training side (pipeline.py)",
+            what="speculators' training side (served_pipeline.py)",
         )
     except VerifyError:
         if not (out / "result.json").is_file():
