@@ -368,7 +368,8 @@ def _model(setup_: dict[str, Any], work: Path, shape: str) -> Path:
     code = (
         "import json, sys\n"
         "from pathlib import Path\n"
-        "from patchwheel.verify.models.tiny import TinyLlamaSpec, make_tokenizer_dir, vocab, BOS, EOS\n"
+        "from patchwheel.verify.models.tiny import (\n"
+        "    TinyLlamaSpec, make_tokenizer_dir, vocab, BOS, EOS)\n"
         "d = json.loads(sys.argv[2]); out = Path(sys.argv[1]); out.mkdir(parents=True)\n"
         "spec = TinyLlamaSpec(num_layers=d['num_layers'], hidden_size=d['hidden_size'],\n"
         "    intermediate_size=d['intermediate_size'], num_heads=d['num_heads'],\n"
