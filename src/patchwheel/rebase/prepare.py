@@ -21,12 +21,13 @@ from patchwheel import console
 from patchwheel.building.trees import upstream_of
 from patchwheel.config.lock import LockedPin
 from patchwheel.config.targets import TARGET_FILE, MissingPolicy, PinSpec, Target
-from patchwheel.errors import NotOnIndexError, VendorError
+from patchwheel.errors import ConfigError, NotOnIndexError, VendorError
 from patchwheel.patching import vendor, vendor_git
 from patchwheel.patching.export import (
     applied_entries,
 )
-from patchwheel.patching.patches import Patch, read_series
+from patchwheel.patching.patches import Patch
+from patchwheel.patching.series import resolve
 from patchwheel.rebase import missing as missing_mod
 from patchwheel.rebase import onto as onto_mod
 from patchwheel.rebase import replay, rerere
@@ -164,6 +165,16 @@ def prepare(
     vendor_root = Path(state.vendor_dir)
     for project in target.projects:
         key = project.source.key
+        if project.pool and resolved.get(key, lock[key]).identity != lock[key].identity:
+            raise ConfigError(
+                f"{project.name}'s series is the pool {project.pool} (patches/pools/"
+                f"{project.pool}), shared by the targets that build {project.source.pin.text}; "
+                f"to move its pin, copy patches/pools/{project.pool}/ to patches/{target.name}/"
+                f"{project.name}/ and remove `pool` from its table, rebase, then make the result "
+                f"the pool of the new release (patches/README.md, \"Pools\")"
+            )
+    for project in target.projects:
+        key = project.source.key
         old_entry = lock[key]
         new_entry = resolved.get(key, old_entry)
         dest = vendor_root / state.output / project.name
@@ -177,7 +188,7 @@ def prepare(
         state.projects.append(record)
         _take_vendor(record, vendor_root / target.name / project.name, state.new_target)
         state.save()
-        series = read_series(project.series_dir)
+        series = resolve(project, lock).patches
         console.status(
             f"vendor {state.output}/{project.name}: prepare at {project.source.pin.text}"
         )

@@ -23,7 +23,7 @@ STATE_DIR = ".patchwheel-rebase"
 STATE_FILE = "state.json"
 BACKUP = "backup"
 Phase = Literal["prepare", "replay", "finish"]
-CLASSES = ("clean", "offset", "merged", "conflict", "upstream", "target-gone")
+CLASSES = ("clean", "offset", "merged", "conflict", "upstream", "target-gone", "variants-gone")
 
 
 @dataclass
