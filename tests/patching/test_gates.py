@@ -50,7 +50,7 @@ def test_conditions_are_evaluated_on_the_pinned_versions(text: str, holds: bool)
     ],
 )
 def test_a_malformed_gate_is_refused_naming_where(text: str, prose: bool, message: str) -> None:
-    with pytest.raises(PatchError, match="^p:7: ") as info:
+    with pytest.raises(PatchError, match=r"^p:7: ") as info:
         parse_condition(text, "p:7", prose=prose)
     assert message in str(info.value)
 
@@ -123,7 +123,9 @@ def pooled(tmp_path: Path) -> Path:
     write_series(
         root / "pools" / "spec-1.0",
         {
-            "0001-always.patch": patch_file(tmp_path, "a", 2, "Drop-When: upstream: spec does it\n"),
+            "0001-always.patch": patch_file(
+                tmp_path, "a", 2, "Drop-When: upstream: spec does it\n"
+            ),
             "0002-new-eng.patch": patch_file(
                 tmp_path, "b", 10, "Drop-When: spec >= 2.0\nApplies-When: eng >= 0.29.0\n"
             ),
@@ -136,7 +138,11 @@ def pooled(tmp_path: Path) -> Path:
         write_target(root, name, TARGET.format(pool='pool = "spec-1.0"', eng=eng))
         write_series(
             root / name / "eng",
-            {"0001-cpu.patch": patch_file(tmp_path, f"cpu-{name}", 5, "Drop-When: never\nVariants: cpu\n")},
+            {
+                "0001-cpu.patch": patch_file(
+                    tmp_path, f"cpu-{name}", 5, "Drop-When: never\nVariants: cpu\n"
+                )
+            },
         )
     return root
 
@@ -148,8 +154,13 @@ def test_each_target_resolves_the_pool_by_its_gates(pooled: Path) -> None:
     assert [p.name for p in new.patches] == ["0001-always.patch", "0002-new-eng.patch"]
     assert old.pool == new.pool == "spec-1.0"
     why = {e.patch.name: e.why for e in new.entries if not e.applied}
-    assert why == {"0003-old-eng.patch": "Drop-When `eng >= 0.29.0 or upstream: spec does it` holds"}
-    assert any("- 0002-new-eng.patch: Applies-When `eng >= 0.29.0` does not hold" in line for line in old.lines())
+    assert why == {
+        "0003-old-eng.patch": "Drop-When `eng >= 0.29.0 or upstream: spec does it` holds"
+    }
+    assert any(
+        "- 0002-new-eng.patch: Applies-When `eng >= 0.29.0` does not hold" in line
+        for line in old.lines()
+    )
 
 
 def test_a_variant_scoped_patch_reaches_only_its_variants_wheel(pooled: Path) -> None:
@@ -164,17 +175,29 @@ def test_a_variant_scoped_patch_reaches_only_its_variants_wheel(pooled: Path) ->
 
 
 def test_a_variant_gone_leaves_its_patch_out_and_says_why(pooled: Path) -> None:
-    body = TARGET.format(pool='pool = "spec-1.0"', eng="0.34.0").split("[projects.eng.variants.cpu]")[0]
+    body = TARGET.format(pool='pool = "spec-1.0"', eng="0.34.0").split(
+        "[projects.eng.variants.cpu]"
+    )[0]
     write_target(pooled, "cudaonly", body)
-    write_series(pooled / "cudaonly" / "eng", {"0001-cpu.patch": (pooled / "new" / "eng" / "0001-cpu.patch").read_bytes()})
+    write_series(
+        pooled / "cudaonly" / "eng",
+        {"0001-cpu.patch": (pooled / "new" / "eng" / "0001-cpu.patch").read_bytes()},
+    )
     resolved = resolve(load_target(pooled, "cudaonly").project("eng"), lock("0.34.0"))
     assert resolved.patches == ()
-    assert "for variant(s) cpu, which the target does not build (it builds cuda)" in resolved.entries[0].why
+    assert (
+        "for variant(s) cpu, which the target does not build (it builds cuda)"
+        in resolved.entries[0].why
+    )
 
 
 def test_variants_on_a_source_projects_patch_is_refused_naming_its_line(pooled: Path) -> None:
     pool = pooled / "pools" / "spec-1.0"
-    data = (pool / "0001-always.patch").read_bytes().replace(b"Drop-When:", b"Variants: cpu\nDrop-When:")
+    data = (
+        (pool / "0001-always.patch")
+        .read_bytes()
+        .replace(b"Drop-When:", b"Variants: cpu\nDrop-When:")
+    )
     (pool / "0001-always.patch").write_bytes(data)
     line = data.decode().splitlines().index("Variants: cpu") + 1
     with pytest.raises(PatchError, match=rf"0001-always.patch:{line}: .*`Variants:` is for"):
@@ -193,9 +216,9 @@ def test_a_malformed_gate_in_a_pool_names_the_file_and_line(pooled: Path) -> Non
 @pytest.mark.parametrize(
     ("pool", "message"),
     [
-        ('pool = "spec-2.0"', "is not this pin's: spec==1.0 uses pool = \"spec-1.0\""),
+        ('pool = "spec-2.0"', 'is not this pin\'s: spec==1.0 uses pool = "spec-1.0"'),
         ('pool = "../../etc"', "is not this pin's"),
-        ('pool = 3', "is not this pin's"),
+        ("pool = 3", "is not this pin's"),
     ],
 )
 def test_a_pool_must_be_the_pins_own(pooled: Path, pool: str, message: str) -> None:
@@ -206,12 +229,12 @@ def test_a_pool_must_be_the_pins_own(pooled: Path, pool: str, message: str) -> N
 
 def test_a_pool_and_an_own_series_together_are_refused(pooled: Path) -> None:
     write_series(pooled / "new" / "spec", {"0001-x.patch": b"x"})
-    with pytest.raises(ConfigError, match="both pool spec-1.0 and .* hold a series of spec"):
+    with pytest.raises(ConfigError, match=r"both pool spec-1\.0 and .* hold a series of spec"):
         load_target(pooled, "new")
 
 
 def test_a_missing_pool_is_refused(tmp_path: Path) -> None:
     root = tmp_path / "patches"
     write_target(root, "t", TARGET.format(pool='pool = "spec-1.0"', eng="0.32.0"))
-    with pytest.raises(ConfigError, match="pool spec-1.0: .*pools/spec-1.0 does not exist"):
+    with pytest.raises(ConfigError, match=r"pool spec-1\.0: .*pools/spec-1\.0 does not exist"):
         load_target(root, "t")

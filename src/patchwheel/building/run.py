@@ -28,8 +28,8 @@ from patchwheel.config.lock import LockedPin, locked_pins
 from patchwheel.config.targets import Target, load_target
 from patchwheel.errors import BuildError
 from patchwheel.index import consumer, outputs, static
-from patchwheel.patching.series import Resolved
 from patchwheel.manifest import Manifest, PatchEntry, PinEntry, ProjectEntry, WheelEntry, path_in
+from patchwheel.patching.series import Resolved
 from patchwheel.upstream.cache import Cache, sha256_bytes, sha256_file
 from patchwheel.workspace import Workspace
 

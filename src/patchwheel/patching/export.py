@@ -20,7 +20,7 @@ import git
 
 from patchwheel import atomic, console
 from patchwheel.config.targets import load_target
-from patchwheel.errors import PatchError, VendorError
+from patchwheel.errors import ConfigError, PatchError, VendorError
 from patchwheel.patching import vendor, vendor_git
 from patchwheel.patching.apply import apply_patch
 from patchwheel.patching.patches import SERIES_FILE, Patch, missing_fields, parse_patch, read_series
@@ -60,7 +60,7 @@ def export_project(workspace: Workspace, target_name: str, project_name: str) ->
             f"pick; export would rewrite the pool from that subset. Write the change as a new "
             f"patch instead: `git format-patch -1` in vendor/{target.name}/{project.name}, put "
             f"it in patches/pools/{project.pool}/ with its gates, list it in the pool's series "
-            "(patches/README.md, \"Pools\")"
+            '(patches/README.md, "Pools")'
         )
     vendor_dir = workspace.vendor_dir(target.name, project.name)
     with workspace.locked(target.name):

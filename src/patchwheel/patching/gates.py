@@ -14,9 +14,9 @@ is a project of the target and a PEP 440 specifier set on its pinned version
 ``upstream: <prose>``: what a later release must do for the patch to go, which a person judges
 when rolling onto it (no tool evaluates it); an alternative that is not a gate clause is such
 prose too (``never``), while one that starts like a gate (``<name> <op>``) must be one. The
-older ``<project> pin <op> <version>`` clause reads as ``<project> <op> <version>``. A patch applies to
-a target when its ``Applies-When`` holds (or is absent), its ``Drop-When``'s requirements do not
-hold, and the target builds one of its ``Variants`` (an overlay project's patch only).
+older ``<project> pin <op> <version>`` clause reads as ``<project> <op> <version>``. A patch
+applies to a target when its ``Applies-When`` holds (or is absent), its ``Drop-When``'s
+requirements do not hold, and the target builds one of its ``Variants`` (overlay projects).
 
 Headers are input like any other: a gate that does not parse, names a project the target does
 not pin, or a project whose pin names no version is an error naming the patch file and line.

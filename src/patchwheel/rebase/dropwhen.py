@@ -8,9 +8,11 @@ commas before a joiner allowed::
     speculators pin passes block_size to Scheduler, or vLLM pin <= 0.11.0
 
 A clause ``<project> <specifier set>`` (the gate grammar of patching/gates.py, e.g.
-``vllm >= 0.40.0``), or the older ``[the] <project> pin [is] <op> <version>``, is evaluable when the project is pinned to a known version: it is compared with the pin's public
-version (a local label such as ``+g1a2b3c4`` or ``+pw…`` marks a build, not a release). Any
-other clause is prose (``upstream: …``, what a later release must do), and so is a clause about a project with no known version: *unknown*.
+``vllm >= 0.40.0``), or the older ``[the] <project> pin [is] <op> <version>``, is evaluable
+when the project is pinned to a known version: it is compared with the pin's public version (a
+local label such as ``+g1a2b3c4`` or ``+pw…`` marks a build, not a release). Any other clause
+is prose (``upstream: …``, what a later release must do), and so is a clause about a project
+with no known version: *unknown*.
 ``or`` is true when one side is true, false when every side is false, else unknown; ``and`` is
 false when one side is false, true when every side is true, else unknown. Only *true* drops a
 patch.

@@ -172,7 +172,8 @@ def _remember_resolutions(state: RebaseState, workspace: Workspace) -> dict[str,
         if not entries:
             continue
         homes = [workspace.patches / state.output / project.name]
-        if state.new_target and (workspace.patches / state.target).is_dir():
+        # (not into a pool: a pooled project's source target has no folder of its own for it)
+        if state.new_target and (workspace.patches / state.target / project.name).is_dir():
             homes.append(workspace.patches / state.target / project.name)
         written: set[str] = set()
         for home in homes:
