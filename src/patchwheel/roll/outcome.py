@@ -17,6 +17,7 @@ from patchwheel.index import outputs
 from patchwheel.rebase import replay
 from patchwheel.rebase.finish import report_files
 from patchwheel.rebase.state import load as load_rebase
+from patchwheel.roll import paths
 from patchwheel.roll import report as roll_report
 from patchwheel.roll import state as roll_state
 from patchwheel.roll.check import Checks
@@ -186,6 +187,13 @@ def _next_after_checks(state: RollState, checks: Checks) -> list[str]:
 def _write(
     workspace: Workspace, name: str, data: dict[str, Any], extra: dict[str, bytes]
 ) -> list[Path]:
+    # no path of this machine in a report (it is committed as written: reports/roll/)
+    pairs = paths.replacements(workspace)
+    data = paths.machine_free(data, pairs)
+    extra = {
+        file: paths.machine_free(content.decode("utf-8"), pairs).encode("utf-8")
+        for file, content in extra.items()
+    }
     files = {
         **extra,
         roll_report.REPORT_MD: roll_report.markdown(data).encode("utf-8"),
