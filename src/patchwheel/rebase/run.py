@@ -143,7 +143,7 @@ def start(
         )
         state.rerun = list(rerun) or _rerun(target_name, onto, new_target, missing or {})
         state.undo = undo_command
-        take_backup(state, target.root)
+        take_backup(state, target.root, {p.name: p.series_dir for p in target.projects if p.pool})
         state.save()
         try:
             prepare(state, target, lock, changes, resolved, cache)
