@@ -6,6 +6,7 @@ date, or when its rebase stopped at a conflict.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -13,6 +14,8 @@ from typing import Any, Literal
 from rich.markup import escape
 
 from patchwheel import console
+from patchwheel.config.targets import POOLS_DIR, load_target
+from patchwheel.errors import PatchwheelError
 from patchwheel.index import outputs
 from patchwheel.rebase import replay
 from patchwheel.rebase.finish import report_files
@@ -54,7 +57,7 @@ def finish(workspace: Workspace, state: RollState) -> RollOutcome:
     asked = _asked(state, checks)
     green = checks.green and not asked
     status: Status = "green" if green else "needs-person"
-    next_steps = asked + ([] if checks.green else _next_after_checks(state, checks))
+    next_steps = asked + ([] if checks.green else _next_after_checks(state, checks, workspace))
     data = roll_report.build_report(
         state, status=status, rebase=state.rebase, checks=checks, next_steps=next_steps
     )
@@ -158,7 +161,34 @@ def _progress(workspace: Workspace, state: RollState) -> dict[str, Any] | None:
     return {"projects": projects, "seconds": round(current.seconds, 2)}
 
 
-def _next_after_checks(state: RollState, checks: Checks) -> list[str]:
+_NUMBER = re.compile(r"^(\d{4})-")
+
+
+def _answer_drift(workspace: Workspace, name: str, project: str = "speculators") -> str:
+    """How to answer the consumer's drift: export the vendor tree's commit into the target's
+    series, or, when its series is a pool, add it to the pool as a gated patch."""
+    vendor = f"vendor/{name}/{project}"
+    try:
+        pool = load_target(workspace.patches, name).project(project).pool
+    except PatchwheelError:
+        pool = None
+    if not pool:
+        return (
+            f"answer the drift in {vendor} (commit the fix), then: "
+            f"patchwheel export --target {name} --project {project}"
+        )
+    folder = f"patches/{POOLS_DIR}/{pool}"
+    numbered = (_NUMBER.match(p.name) for p in (workspace.patches / POOLS_DIR / pool).iterdir())
+    start = max((int(m.group(1)) for m in numbered if m), default=0) + 1
+    return (
+        f"answer the drift in {vendor} (commit the fix, its message with `Applies-When: vllm >= "
+        "<the release the Bisect section names>`), then add it to the pool the target shares: "
+        f"git -C {vendor} format-patch -1 --start-number {start} -o ../../../{folder} "
+        f"and list the new file at the end of {folder}/series"
+    )
+
+
+def _next_after_checks(state: RollState, checks: Checks, workspace: Workspace) -> list[str]:
     name = state.output
     base = f"nox -s roll -- --target {state.target}"
     undo_step = f"{base} --abort   (undo the roll: the pins, the series and vendor/ as before)"
@@ -166,8 +196,7 @@ def _next_after_checks(state: RollState, checks: Checks) -> list[str]:
         return [f"fix what the build names (see roll.md), then: {base} --continue", undo_step]
     if checks.audit.get("status") == "findings":
         return [
-            f"answer the drift in vendor/{name}/speculators (commit the fix), then: "
-            f"patchwheel export --target {name} --project speculators",
+            _answer_drift(workspace, name),
             f"{base} --continue   (builds, audits against the old pins and verifies again)",
             undo_step,
         ]
