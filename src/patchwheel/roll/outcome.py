@@ -181,8 +181,9 @@ def _answer_drift(workspace: Workspace, name: str, project: str = "speculators")
     numbered = (_NUMBER.match(p.name) for p in (workspace.patches / POOLS_DIR / pool).iterdir())
     start = max((int(m.group(1)) for m in numbered if m), default=0) + 1
     return (
-        f"answer the drift in {vendor} (commit the fix, its message with `Applies-When: vllm >= "
-        "<the release the Bisect section names>`), then add it to the pool the target shares: "
+        f"answer the drift in {vendor} (commit the fix, its message saying Applies-When: "
+        "vllm >= <the release the Bisect section names>), then add it to the pool the target "
+        "shares: "
         f"git -C {vendor} format-patch -1 --start-number {start} -o ../../../{folder} "
         f"and list the new file at the end of {folder}/series"
     )
