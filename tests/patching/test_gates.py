@@ -59,6 +59,10 @@ def test_a_gate_on_a_project_the_target_does_not_pin_is_an_error() -> None:
     condition = parse_condition("vllm >= 0.29.0", "p:3", prose=False)
     with pytest.raises(PatchError, match=r"p:3: `vllm >= 0.29.0` names vllm, which the target"):
         condition.holds(VERSIONS, "p:3")
+    # a Drop-When drops only what it knows: not true, no error
+    drop = parse_condition("vllm >= 0.29.0 or upstream: x", "p:3", prose=True)
+    assert drop.holds(VERSIONS, "p:3", strict=False) is False
+    assert drop.holds({"vllm": None}, "p:3", strict=False) is False
 
 
 # --------------------------------------------------------------------------- targets

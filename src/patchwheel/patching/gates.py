@@ -18,8 +18,9 @@ older ``<project> pin <op> <version>`` clause reads as ``<project> <op> <version
 applies to a target when its ``Applies-When`` holds (or is absent), its ``Drop-When``'s
 requirements do not hold, and the target builds one of its ``Variants`` (overlay projects).
 
-Headers are input like any other: a gate that does not parse, names a project the target does
-not pin, or a project whose pin names no version is an error naming the patch file and line.
+Headers are input like any other: a gate that does not parse is an error naming the patch file
+and line, and so is an Applies-When on a project the target does not pin or whose pin names no
+version (a git pin); a Drop-When clause it cannot know is not true (only what holds drops).
 """
 
 from __future__ import annotations
@@ -61,8 +62,14 @@ class Requirement:
     specifier: SpecifierSet
     text: str
 
-    def holds(self, versions: Mapping[str, Version | None], where: str) -> bool:
-        """Whether the pinned version is in the set (an error when it cannot be known)."""
+    def holds(
+        self, versions: Mapping[str, Version | None], where: str, *, strict: bool = True
+    ) -> bool:
+        """Whether the pinned version is in the set. When it cannot be known (a project the
+        target does not pin, a pin naming no version): an error, or with ``strict`` False not
+        true (a Drop-When drops only what it knows)."""
+        if not strict and versions.get(self.project) is None:
+            return False
         if self.project not in versions:
             raise PatchError(
                 f"{where}: `{self.text}` names {self.project}, which the target does not pin; "
@@ -85,10 +92,13 @@ class Condition:
     alternatives: tuple[tuple[Requirement, ...], ...]
     upstream: str = ""
 
-    def holds(self, versions: Mapping[str, Version | None], where: str) -> bool:
+    def holds(
+        self, versions: Mapping[str, Version | None], where: str, *, strict: bool = True
+    ) -> bool:
         """Whether one alternative's requirements all hold (the upstream prose never does)."""
         return any(
-            all(r.holds(versions, where) for r in alternative) for alternative in self.alternatives
+            all(r.holds(versions, where, strict=strict) for r in alternative)
+            for alternative in self.alternatives
         )
 
 
@@ -231,7 +241,8 @@ def verdict(
     """Whether a patch belongs to a target's series, and why not (its gate, in words)."""
     if gates.applies is not None and not gates.applies.holds(versions, gates.where[APPLIES_WHEN]):
         return False, f"Applies-When `{gates.applies.text}` does not hold"
-    if gates.drop is not None and gates.drop.holds(versions, gates.where[DROP_WHEN]):
+    # Drop-When is three-valued, as in a rebase: a clause it cannot know is not true
+    if gates.drop is not None and gates.drop.holds(versions, gates.where[DROP_WHEN], strict=False):
         return False, f"Drop-When `{gates.drop.text}` holds"
     if gates.variants is not None and not variants_left(gates, variants):
         built = ", ".join(variants) or "none"

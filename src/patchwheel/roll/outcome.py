@@ -58,8 +58,11 @@ def finish(workspace: Workspace, state: RollState) -> RollOutcome:
     green = checks.green and not asked
     status: Status = "green" if green else "needs-person"
     next_steps = asked + ([] if checks.green else _next_after_checks(state, checks, workspace))
-    data = roll_report.build_report(
-        state, status=status, rebase=state.rebase, checks=checks, next_steps=next_steps
+    data = _machine_free(
+        workspace,
+        roll_report.build_report(
+            state, status=status, rebase=state.rebase, checks=checks, next_steps=next_steps
+        ),
     )
     extra = report_files(state.rebase, state.rebase_markdown) if state.rebase else {}
     files = _write(workspace, state.output, data, extra)
@@ -94,7 +97,9 @@ def up_to_date(workspace: Workspace, state: RollState, verified: dict[str, Any])
         bisect=verified.get("bisect"),
         verification=dict(verified.get("verification") or {}),
     )
-    data = roll_report.build_report(state, status="up-to-date", rebase=None, checks=checks)
+    data = _machine_free(
+        workspace, roll_report.build_report(state, status="up-to-date", rebase=None, checks=checks)
+    )
     files = _write(workspace, state.target, data, {})
     newest = state.new.get("newest")
     said = roll_report.newest_words(state.new, newest) if newest else ""
@@ -130,8 +135,11 @@ def stopped(workspace: Workspace, state: RollState, stop: replay.Stop) -> RollOu
         ],
     }
     progress = _progress(workspace, state)
-    data = roll_report.build_report(
-        state, status="needs-person", rebase=progress, stop=detail, next_steps=next_steps
+    data = _machine_free(
+        workspace,
+        roll_report.build_report(
+            state, status="needs-person", rebase=progress, stop=detail, next_steps=next_steps
+        ),
     )
     out = _write(workspace, state.output, data, {})
     _say("needs-person", state, out, next_steps)
@@ -214,12 +222,17 @@ def _next_after_checks(state: RollState, checks: Checks, workspace: Workspace) -
     ]
 
 
+def _machine_free(workspace: Workspace, data: dict[str, Any]) -> dict[str, Any]:
+    """The report as it is written and returned: no path of this machine in it."""
+    cleaned: dict[str, Any] = paths.machine_free(data, paths.replacements(workspace))
+    return cleaned
+
+
 def _write(
     workspace: Workspace, name: str, data: dict[str, Any], extra: dict[str, bytes]
 ) -> list[Path]:
     # no path of this machine in a report (it is committed as written: reports/roll/)
     pairs = paths.replacements(workspace)
-    data = paths.machine_free(data, pairs)
     extra = {
         file: paths.machine_free(content.decode("utf-8"), pairs).encode("utf-8")
         for file, content in extra.items()
