@@ -20,6 +20,10 @@ from typing import Any, Self
 
 import git
 
+from patchwheel.config.lock import locked_pins
+from patchwheel.config.targets import load_target
+from patchwheel.patching.series import resolve
+
 AUTHOR = ("Test Author", "author@example.com")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA = REPO_ROOT / "tests" / "data"
@@ -284,3 +288,15 @@ class BuiltTiny:
     def manifest(self) -> dict[str, Any]:
         data: dict[str, Any] = json.loads((self.target_dir / "manifest.json").read_text())
         return data
+
+
+def committed_series(target: str, project: str = "speculators") -> list[Any]:
+    """The patches a committed target applies to a project: its own series or its pool,
+    resolved by the gates (patches/README.md)."""
+    loaded = load_target(REPO_ROOT / "patches", target)
+    return list(resolve(loaded.project(project), locked_pins(loaded)).patches)
+
+
+def committed_series_dir(target: str, project: str = "speculators") -> Path:
+    """Where a committed target's series of a project lives (its own folder or its pool)."""
+    return load_target(REPO_ROOT / "patches", target).project(project).series_dir

@@ -66,10 +66,16 @@ class ProjectEntry:
 
     build: str
     patches: tuple[PatchEntry, ...] = ()
+    # the series as the target resolved it: its pool (or null) and every patch of it, applied
+    # (to which variants) or left out by its gate, and why (patching/series.py)
+    series: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The project's JSON object."""
-        return {"build": self.build, "patches": [p.to_json() for p in self.patches]}
+        out: dict[str, Any] = {"build": self.build, "patches": [p.to_json() for p in self.patches]}
+        if self.series is not None:
+            out["series"] = self.series
+        return out
 
 
 @dataclass(frozen=True)
@@ -281,9 +287,11 @@ def _pin(value: object, where: str) -> PinEntry:
 def _project(value: object, where: str) -> ProjectEntry:
     data = _object(value, where)
     patches = _list(data.get("patches", []), f"{where}.patches")
+    series = data.get("series")
     return ProjectEntry(
         build=str(data.get("build", "")),
         patches=tuple(_patch(p, f"{where}.patches[{i}]") for i, p in enumerate(patches)),
+        series=_object(series, f"{where}.series") if series is not None else None,
     )
 
 

@@ -14,9 +14,10 @@ import pytest
 
 from patchwheel.audit import AuditReport, Kind, MypyEngine, run_audit
 from patchwheel.patching.apply import apply_patch
-from patchwheel.patching.patches import DirTree, read_series
+from patchwheel.patching.patches import DirTree
 from patchwheel.upstream.cache import Cache
 from patchwheel.upstream.sources import source_tree
+from tests import support
 
 pytestmark = pytest.mark.network
 
@@ -148,7 +149,7 @@ def test_the_vllm_0_16_series_audits_clean(
 ) -> None:
     patched = tmp_path / "speculators"
     shutil.copytree(trees["speculators==0.3.0"], patched)
-    for patch in read_series(REPO / "patches" / "vllm-0.16" / "speculators"):
+    for patch in support.committed_series("vllm-0.16"):
         result = apply_patch(patch, DirTree(patched))
         assert result.offsets == [], f"{patch.name} applies with offsets"
     report = audit(trees, "vllm==0.16.0", engine, consumer=patched)

@@ -8,7 +8,7 @@ import pytest
 
 from patchwheel.audit import Finding, Kind
 from patchwheel.audit.signatures import ProviderSide
-from patchwheel.bisect.attribution import _dotted, patch_of
+from patchwheel.bisect.attribution import _dotted, patch_of, target_series
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -50,14 +50,17 @@ def test_vllm_change_headers_as_symbols(change: str, dotted: str) -> None:
 
 
 def test_the_consumer_moving_names_the_patch_whose_vllm_change_matches(tmp_path: Path) -> None:
-    named = patch_of("consumer", tmp_path, REPO / "patches" / "vllm-0.16" / "speculators")
+    series = target_series(REPO / "patches", "vllm-0.16", "speculators")
+    named = patch_of("consumer", tmp_path, series)
     assert named(finding("vllm.v1.core.sched.scheduler.Scheduler")) == (
-        "0002-data_generation-pass-the-scheduler-block-size-to-Sch.patch"
+        "v0.16-0002-data_generation-pass-the-scheduler-block-size-to-Sch.patch"
     )
-    assert named(finding("vllm.config.scheduler.SchedulerConfig")).startswith("0003-")  # type: ignore[union-attr]
+    assert named(finding("vllm.config.scheduler.SchedulerConfig")).startswith("v0.16-0003-")  # type: ignore[union-attr]
+    # vllm-0.16 does not apply the pool's Request fix (0002, for vLLM >= 0.26.0)
     assert named(finding("vllm.v1.request.Request")) is None
-    assert patch_of("consumer", tmp_path, tmp_path / "no-series")(finding("vllm.x")) is None
+    assert patch_of("consumer", tmp_path, [])(finding("vllm.x")) is None
+    assert target_series(REPO / "patches", "no-such-target", "speculators") == []
 
 
 def test_the_provider_moving_blames_a_tree_that_is_no_vendor_tree(tmp_path: Path) -> None:
-    assert patch_of("provider", tmp_path, tmp_path)(finding("vllm.x")) is None
+    assert patch_of("provider", tmp_path, [])(finding("vllm.x")) is None

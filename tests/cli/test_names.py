@@ -85,6 +85,7 @@ def test_later_options_refuse_a_hostile_name_and_touch_nothing(
 
 def test_a_hostile_name_in_the_audit_table_is_refused(tmp_path: Path) -> None:
     shutil.copytree(support.REPO_ROOT / "patches" / "spec-0.9", tmp_path / "spec-0.9")
+    shutil.copytree(support.REPO_ROOT / "patches" / "pools", tmp_path / "pools")
     toml = tmp_path / "spec-0.9" / "target.toml"
     text = toml.read_text()
     assert 'consumers = ["speculators", "hs-connectors"]' in text

@@ -15,6 +15,7 @@ from rich.console import Console
 from patchwheel.config.targets import load_target
 from patchwheel.errors import VerifyError
 from patchwheel.index.consumer import Command
+from patchwheel.rebase.prepare import unpool
 from patchwheel.verify.env.consumer import cpu_commands, extra_indexes_for
 from patchwheel.verify.generator.cpu import verify_cpu
 from patchwheel.verify.generator.family_check import CPU_FAMILIES
@@ -105,12 +106,14 @@ def build_variant(root: Path, cache: Path, patch_names: list[str]) -> Path:
     """`patchwheel build` of the default target with only `patch_names` in its speculators
     series (in the series' order); return the checkout root (build/ and build/simple inside)."""
     source = support.REPO_ROOT / "patches" / TARGET
+    pool = support.committed_series_dir(TARGET)
     dest = root / "patches" / TARGET
     (dest / "speculators").mkdir(parents=True)
-    for name in ("target.toml", "target.lock"):
-        shutil.copyfile(source / name, dest / name)
+    shutil.copyfile(source / "target.lock", dest / "target.lock")
+    # the subset is the target's own series here: target.toml without its pool
+    (dest / "target.toml").write_text(unpool((source / "target.toml").read_text(), "speculators"))
     for name in patch_names:
-        shutil.copyfile(source / "speculators" / name, dest / "speculators" / name)
+        shutil.copyfile(pool / name, dest / "speculators" / name)
     (dest / "speculators" / "series").write_text("\n".join(patch_names) + "\n")
     result = support.patchwheel(root, "build", "--no-audit", cache=cache)
     assert result.returncode == 0, result.stderr
@@ -119,5 +122,4 @@ def build_variant(root: Path, cache: Path, patch_names: list[str]) -> Path:
 
 def series_names() -> list[str]:
     """The default target's speculators series, in order."""
-    lines = (support.REPO_ROOT / "patches" / TARGET / "speculators" / "series").read_text()
-    return [ln.strip() for ln in lines.splitlines() if ln.strip() and not ln.startswith("#")]
+    return [patch.name for patch in support.committed_series(TARGET)]

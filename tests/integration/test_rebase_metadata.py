@@ -232,19 +232,21 @@ def test_vllm_016_onto_speculators_040_drops_what_its_drop_when_says(
     tmp_path: Path, shared_cache_dir: Path
 ) -> None:
     """The acceptance case: vllm-0.16's series rebased from speculators 0.3.0 onto the 0.4.0
-    sdist. 0001-0003 say `Drop-When: speculators pin >= 0.4.0 or vLLM pin < 0.12`: dropped as
-    upstream without stopping (0002 and 0003 used to stop the rebase with conflicts); 0004's
-    Drop-When is prose and its change is not upstream: it stays. With its Drop-When made prose,
-    0001 is still dropped: 0.4.0 makes its change, only the patch's comment is missing."""
+    sdist. The patches it applies of pool speculators-0.3.0: v0.16-0001-0003 say `Drop-When:
+    speculators >= 0.4.0 or vllm < 0.12`: dropped as upstream without stopping (0002 and 0003
+    used to stop the rebase with conflicts); 0019's Drop-When is prose and its change is not
+    upstream: it stays. With its Drop-When made prose, 0001 is still dropped: 0.4.0 makes its
+    change, only the patch's comment is missing. The pin leaves the pool: the new target's
+    series is its own."""
     root = tmp_path / "root"
     copy_tree(support.REPO_ROOT / "patches", root / "patches")
-    [first] = (root / "patches" / "vllm-0.16" / "speculators").glob("0001-*.patch")
+    [first] = (root / "patches" / "pools" / "speculators-0.3.0").glob("v0.16-0001-*.patch")
     text = first.read_text()
-    assert "Drop-When: speculators pin >= 0.4.0 or vLLM pin < 0.12\n" in text
+    assert "Drop-When: speculators >= 0.4.0 or vllm < 0.12\n" in text
     first.write_text(
         text.replace(
-            "Drop-When: speculators pin >= 0.4.0 or vLLM pin < 0.12\n",
-            "Drop-When: upstream stops passing kv_cache_specs\n",
+            "Drop-When: speculators >= 0.4.0 or vllm < 0.12\n",
+            "Drop-When: upstream: speculators stops passing kv_cache_specs\n",
         )
     )
     result = support.patchwheel(
@@ -262,12 +264,12 @@ def test_vllm_016_onto_speculators_040_drops_what_its_drop_when_says(
     assert result.returncode == 0, result.stderr
     report = report_of(Checkout(root, shared_cache_dir, root), "vllm-0.16-spec-0.4")
     [project] = [p for p in report["projects"] if p["name"] == "speculators"]
-    rows = {row["name"][:4]: row for row in project["patches"]}
+    rows = {row["name"].removeprefix("v0.16-")[:4]: row for row in project["patches"]}
     assert {k: r["class"] for k, r in rows.items()} == {
         "0001": "upstream",
         "0002": "upstream",
         "0003": "upstream",
-        "0004": "clean",
+        "0019": "clean",
     }
     assert rows["0001"]["reason"] == (
         "the 3-way replay leaves only comments and whitespace: the new upstream already makes "
@@ -275,15 +277,15 @@ def test_vllm_016_onto_speculators_040_drops_what_its_drop_when_says(
     )
     for key in ("0002", "0003"):
         assert rows[key]["reason"].startswith(
-            "its Drop-When holds for the new pins: `speculators pin >= 0.4.0`: true "
-            "(speculators 0.4.0)"
+            "its Drop-When holds for the new pins: `speculators >= 0.4.0`: true (speculators 0.4.0)"
         ), rows[key]["reason"]
     for key in ("0001", "0002", "0003"):
         assert not rows[key]["kept"]
-    assert rows["0004"]["kept"] and rows["0004"]["resolution"] == "automatic"
+    assert rows["0019"]["kept"] and rows["0019"]["resolution"] == "automatic"
     series = root / "patches" / "vllm-0.16-spec-0.4" / "speculators"
     listed = [n for n in (series / "series").read_text().splitlines() if n and n[0] != "#"]
-    assert [n[:4] for n in listed] == ["0004"]
+    assert [n[:4] for n in listed] == ["0019"]
     toml = (root / "patches" / "vllm-0.16-spec-0.4" / "target.toml").read_text()
+    assert "pool =" not in toml and (root / "patches" / "pools" / "speculators-0.3.0").is_dir()
     assert 'pin = "speculators==0.4.0"' in toml
     assert "739e1815ef38581ad6f39dafd4ee6069af11c1ad4245f5c0e60806dad08c800d" in toml

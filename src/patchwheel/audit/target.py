@@ -32,7 +32,7 @@ from patchwheel.config.audit import AuditSpec
 from patchwheel.config.lock import locked_pins
 from patchwheel.config.targets import Target
 from patchwheel.errors import AuditError, BuildError
-from patchwheel.patching.patches import read_series
+from patchwheel.patching.series import resolve
 from patchwheel.upstream.cache import Cache
 from patchwheel.upstream.sources import artifact_path
 from patchwheel.wheels.overlay import write_patched_sources
@@ -169,7 +169,7 @@ def kept_variant_tree(target: Target, kept: KeptVariant, cache: Cache) -> Iterat
     with cache.staging_dir("audit-kept") as tree:
         write_patched_sources(
             wheel,
-            read_series(project.series_dir),
+            resolve(project, lock).for_variant(variant.name),
             tree,
             root=project.wheel_root,
             filename=entry.filename,

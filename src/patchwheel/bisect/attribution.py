@@ -7,18 +7,31 @@ the one whose ``Vllm-Change`` header names the finding's symbol — the drift th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from patchwheel.audit.report import Finding
 from patchwheel.bisect.probe import Side
+from patchwheel.config.lock import locked_pins
+from patchwheel.config.targets import load_target
 from patchwheel.errors import PatchwheelError
 from patchwheel.patching.export import line_origin
-from patchwheel.patching.patches import read_series
+from patchwheel.patching.patches import Patch
+from patchwheel.patching.series import resolve
+
+
+def target_series(patches_dir: Path, target: str, project: str) -> list[Patch]:
+    """The patches the target applies to the project (its own series or its pool, resolved by
+    the gates); none when the target cannot be read."""
+    try:
+        loaded = load_target(patches_dir, target)
+        return list(resolve(loaded.project(project), locked_pins(loaded)).patches)
+    except PatchwheelError:
+        return []
 
 
 def patch_of(
-    moving: Side, consumer_tree: Path, series_dir: Path
+    moving: Side, consumer_tree: Path, series: Sequence[Patch]
 ) -> Callable[[Finding], str | None]:
     """How a finding maps to the target's series: the patch that wrote the consumer's line (the
     consumer stands still: its vendor tree's blame), else the patch whose ``Vllm-Change``
@@ -32,10 +45,6 @@ def patch_of(
                 return None
 
         return wrote
-    try:
-        series = read_series(series_dir)
-    except PatchwheelError:
-        series = []
     changes = [(p.name, _dotted(p.fields.get("Vllm-Change", ""))) for p in series]
 
     def answers(finding: Finding) -> str | None:

@@ -137,7 +137,9 @@ def bisect_target(
             console=out,
             label=target_name,
             patch_of=attribution.patch_of(
-                moving, trees[CONSUMER], workspace.patches / consumer_name / CONSUMER
+                moving,
+                trees[CONSUMER],
+                attribution.target_series(workspace.patches, consumer_name, CONSUMER),
             ),
         )
     fixed_label = (

@@ -17,7 +17,8 @@ from patchwheel.config.extras import ExtraRef
 from patchwheel.config.lock import LockedPin
 from patchwheel.config.targets import TARGET_FILE, PinSpec, Project, Target
 from patchwheel.errors import ConfigError, PatchError
-from patchwheel.patching.patches import REQUIRED_DEP3, Patch, missing_fields, read_series
+from patchwheel.patching.patches import REQUIRED_DEP3, Patch, missing_fields
+from patchwheel.patching.series import Resolved, resolve
 from patchwheel.upstream.cache import sha256_bytes
 from patchwheel.wheels.extras import PinnedExtra
 
@@ -37,6 +38,13 @@ class Unit:
     # the project's [extras], pinned to this target's builds; the target's distribution names
     extras: tuple[PinnedExtra, ...] = ()
     distributions: tuple[str, ...] = ()
+    # the project's series as this target resolves it (every variant's patches: vendor trees)
+    series: Resolved | None = None
+
+    @property
+    def tree_patches(self) -> tuple[Patch, ...]:
+        """What the project's vendor tree holds: the patches any of its units applies."""
+        return self.series.patches if self.series is not None else self.patches
 
     @property
     def label(self) -> str:
@@ -54,18 +62,22 @@ def plan(target: Target, lock: dict[str, LockedPin]) -> list[Unit]:
     units: list[Unit] = []
     distributions = tuple(d for project in target.projects for d in project.distributions)
     for project in target.projects:
-        patches = tuple(read_series(project.series_dir))
+        series = resolve(project, lock)
         extras = _pinned_extras(target, project, lock)
-        common = (patches, extras, distributions)
+        common = (extras, distributions, series)
         if project.build == "source":
             entries = {project.source.key: lock[project.source.key]}
-            units.append(_unit(project, None, project.source.pin.name, entries, *common))
+            patches = series.for_variant(None)
+            units.append(_unit(project, None, project.source.pin.name, entries, patches, *common))
         for variant in project.variants:
             entries = {
                 project.source.key: lock[project.source.key],
                 variant.spec.key: lock[variant.spec.key],
             }
-            units.append(_unit(project, variant.name, variant.distribution, entries, *common))
+            patches = series.for_variant(variant.name)
+            units.append(
+                _unit(project, variant.name, variant.distribution, entries, patches, *common)
+            )
     return units
 
 
@@ -112,6 +124,7 @@ def _unit(
     patches: tuple[Patch, ...],
     extras: tuple[PinnedExtra, ...],
     distributions: tuple[str, ...],
+    series: Resolved | None = None,
 ) -> Unit:
     material = {
         "format": BUILD_FORMAT,
@@ -131,7 +144,9 @@ def _unit(
             "replaces": sorted(distributions),
         }
     key = sha256_bytes(json.dumps(material, sort_keys=True).encode())
-    return Unit(project, variant, distribution, key, entries, patches, extras, distributions)
+    return Unit(
+        project, variant, distribution, key, entries, patches, extras, distributions, series
+    )
 
 
 def inputs_key(units: list[Unit]) -> str:

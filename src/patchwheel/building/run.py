@@ -37,6 +37,7 @@ from patchwheel.errors import BuildError
 from patchwheel.index import consumer, outputs, static
 from patchwheel.kernels import Row
 from patchwheel.manifest import Manifest, PatchEntry, PinEntry, ProjectEntry, WheelEntry, path_in
+from patchwheel.patching.series import Resolved
 from patchwheel.upstream.cache import Cache, sha256_bytes, sha256_file
 from patchwheel.workspace import Workspace
 
@@ -69,6 +70,7 @@ def build_target(
     units = plan(target, lock)
     key = inputs_key(units)
     check_headers(units)
+    _print_series(units)
     with workspace.locked(target.name):
         # A killed run's half-applied vendor tree goes back to its last good state first:
         # nothing is decided on a tree in that state.
@@ -106,6 +108,23 @@ def build_target(
         )
         manifest = _store(workspace.build, target, key, results, manifest)
     return BuildReport(target.name, False, results, manifest, time.monotonic() - start, table)
+
+
+def _series_json(series: Resolved | None) -> dict[str, Any] | None:
+    return series.to_json() if series is not None and series.entries else None
+
+
+def _print_series(units: list[Unit]) -> None:
+    """Each project's series as this target resolves it: applied (and for which variants), or
+    left out by its gate."""
+    printed: set[str] = set()
+    for unit in units:
+        if unit.series is None or unit.project.name in printed:
+            continue
+        printed.add(unit.project.name)
+        if unit.series.entries:
+            for line in unit.series.lines():
+                console.status(escape(line))
 
 
 def _vendor_trees_to_series(
@@ -160,8 +179,9 @@ def _manifest(
                 p.build,
                 tuple(
                     PatchEntry(x.name, x.sha256, x.subject, x.fields)
-                    for x in next(u.patches for u in units if u.project is p)
+                    for x in next(u.tree_patches for u in units if u.project is p)
                 ),
+                _series_json(next(u.series for u in units if u.project is p)),
             )
             for p in target.projects
         },

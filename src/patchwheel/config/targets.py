@@ -11,6 +11,7 @@
     [projects.speculators]
     build = "source"                        # a PEP 517 build of the patched tree
     pin = "speculators==0.3.0"              # optional: sha256 = "…" (must match the lock)
+    pool = "speculators-0.3.0"              # optional: its series is patches/pools/<pool>
 
     [projects.vllm]
     build = "overlay"                       # upstream wheels with patched .py files
@@ -43,7 +44,10 @@
     cpu = { path = "cpu", local = "cpu" }   # the default for a variant left out: its own name
                                             # (config/channel.py)
 
-The series of a project is ``patches/<target>/<project>/series``.
+The series of a project is ``patches/<target>/<project>/series``, or, when its table says
+``pool = "<project>-<version>"`` (the project's name and pinned release), the pool shared by
+every target that builds that release: ``patches/pools/<project>-<version>/series``. Each
+patch's gates choose the ones a target applies (patching/gates.py, patching/series.py).
 ``[projects.P.extras]`` is described in config/extras.py. A source project whose series is
 empty and which pins no extras is served as upstream's file, unless it says
 ``always-build = true``: then its wheel is built (and labelled) all the same, so that an
@@ -63,7 +67,7 @@ from patchwheel.config.channel import Channel, only_keys, parse_channel
 from patchwheel.config.consumer import DEFAULT_FLAVOUR, ConsumerSpec, parse_consumers
 from patchwheel.config.extras import ExtraSpec, check_extras, parse_extras
 from patchwheel.config.gpu import GpuSpec, parse_gpu
-from patchwheel.config.pins import Pin, check_sha256, parse_pin
+from patchwheel.config.pins import IndexPin, Pin, check_sha256, parse_pin
 from patchwheel.errors import ConfigError, InvalidNameError
 from patchwheel.workspace import check_name, check_target_name
 
@@ -81,6 +85,8 @@ TARGET_FILE = "target.toml"
 LOCK_FILE = "target.lock"
 # Files of patches/<target>/ that a project's series directory must not be.
 RESERVED_PROJECTS = frozenset({TARGET_FILE, LOCK_FILE, "wheelhouse.toml"})
+# patches/pools/<project>-<version>/: the series shared by the targets building that release.
+POOLS_DIR = "pools"
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,7 @@ class Project:
     channel: Channel | None = None
     extras: tuple[ExtraSpec, ...] = ()
     always_build: bool = False
+    pool: str | None = None  # the shared series (patches/pools/<pool>) the project uses
 
     @property
     def pin_specs(self) -> list[PinSpec]:
@@ -187,6 +194,8 @@ def read_target(root: Path, name: str) -> Target:
     """Load the target.toml of the directory ``root`` as the target ``name`` (a rebase checks
     the new target it writes beside ``patches/`` before renaming it into place)."""
     check_target_name(name)
+    if name == POOLS_DIR:
+        raise ConfigError(f"{root}: patches/{POOLS_DIR} holds the shared series, not a target")
     path = root / TARGET_FILE
     try:
         data = tomllib.loads(path.read_text("utf-8"))
@@ -323,6 +332,7 @@ def _parse_project(name: str, data: Any, root: Path, where: str) -> Project:
             "channel",
             "extras",
             "always-build",
+            "pool",
         },
         where,
     )
@@ -361,11 +371,13 @@ def _parse_project(name: str, data: Any, root: Path, where: str) -> Project:
             f"{where}: always-build is for source projects (an overlay project's wheels are "
             "upstream's, served as they are when its series is empty)"
         )
+    pool = _pool(name, data.get("pool"), source, root, where)
     return Project(
         name=name,
         build=build,
         source=source,
-        series_dir=root / name,
+        series_dir=root.parent / POOLS_DIR / pool if pool else root / name,
+        pool=pool,
         variants=variants,
         wheel_root=str(data.get("wheel-root", "")).strip("/"),
         build_env=dict(env),
@@ -373,6 +385,35 @@ def _parse_project(name: str, data: Any, root: Path, where: str) -> Project:
         extras=parse_extras(data.get("extras", {}), f"{where[:-1]}.extras]"),
         always_build=always_build,
     )
+
+
+def _pool(name: str, value: Any, source: PinSpec, root: Path, where: str) -> str | None:
+    """The project's pool, checked: ``<project>-<version>`` of its pin, present, and not
+    shadowed by a series of the target's own."""
+    if value is None:
+        return None
+    pin = source.pin
+    if not isinstance(pin, IndexPin):
+        raise ConfigError(
+            f"{where}: pool is for a project pinned to a release (`{name}==X`); "
+            f"{pin.text} names none: keep its series in patches/<target>/{name}/"
+        )
+    wanted = f"{name}-{pin.version}"
+    if value != wanted:
+        raise ConfigError(
+            f'{where}: pool {value!r} is not this pin\'s: {pin.text} uses pool = "{wanted}"'
+        )
+    check_name(value, f"{where}: pool")
+    pool_dir = root.parent / POOLS_DIR / wanted
+    if not pool_dir.is_dir():
+        raise ConfigError(f"{where}: pool {wanted}: {pool_dir} does not exist")
+    own = root / name
+    if own.is_dir() and any(own.iterdir()):
+        raise ConfigError(
+            f"{where}: both pool {wanted} and {root / name} hold a series of {name}; "
+            "keep one (the pool's patches are gated per target: patches/README.md)"
+        )
+    return wanted
 
 
 def _pin_spec(

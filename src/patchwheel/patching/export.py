@@ -20,7 +20,7 @@ import git
 
 from patchwheel import atomic, console
 from patchwheel.config.targets import load_target
-from patchwheel.errors import PatchError, VendorError
+from patchwheel.errors import ConfigError, PatchError, VendorError
 from patchwheel.patching import vendor, vendor_git
 from patchwheel.patching.apply import apply_patch
 from patchwheel.patching.patches import SERIES_FILE, Patch, missing_fields, parse_patch, read_series
@@ -53,6 +53,15 @@ def export_project(workspace: Workspace, target_name: str, project_name: str) ->
     """Write the vendor tree's commits of one project as its series (see the module doc)."""
     target = load_target(workspace.patches, target_name)
     project = target.project(project_name)
+    if project.pool:
+        raise ConfigError(
+            f"{target.name}/{project.name}: its series is the pool {project.pool}, shared by "
+            "other targets, and its vendor tree holds only the patches this target's gates "
+            f"pick; export would rewrite the pool from that subset. Write the change as a new "
+            f"patch instead: `git format-patch -1` in vendor/{target.name}/{project.name}, put "
+            f"it in patches/pools/{project.pool}/ with its gates, list it in the pool's series "
+            '(patches/README.md, "Pools")'
+        )
     vendor_dir = workspace.vendor_dir(target.name, project.name)
     with workspace.locked(target.name):
         vendor.recover(vendor_dir)  # a killed build's half-applied series is not a commit

@@ -35,6 +35,8 @@ DEP3_FIELDS = (
     "Applied-Upstream",
     "Vllm-Change",
     "Drop-When",
+    "Applies-When",
+    "Variants",
     "Last-Update",
     "Reviewed-By",
 )

@@ -7,10 +7,12 @@ commas before a joiner allowed::
     the speculators pin is >= 0.4.0
     speculators pin passes block_size to Scheduler, or vLLM pin <= 0.11.0
 
-A clause ``[the] <project> pin [is] <op> <version>`` (op one of ``< <= > >= == !=``) is
-evaluable when the project is pinned to a known version: it is compared with the pin's public
-version (a local label such as ``+g1a2b3c4`` or ``+pw…`` marks a build, not a release). Any
-other clause is prose, and so is a clause about a project with no known version: *unknown*.
+A clause ``<project> <specifier set>`` (the gate grammar of patching/gates.py, e.g.
+``vllm >= 0.40.0``), or the older ``[the] <project> pin [is] <op> <version>``, is evaluable
+when the project is pinned to a known version: it is compared with the pin's public version (a
+local label such as ``+g1a2b3c4`` or ``+pw…`` marks a build, not a release). Any other clause
+is prose (``upstream: …``, what a later release must do), and so is a clause about a project
+with no known version: *unknown*.
 ``or`` is true when one side is true, false when every side is false, else unknown; ``and`` is
 false when one side is false, true when every side is true, else unknown. Only *true* drops a
 patch.
@@ -22,6 +24,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -36,6 +39,7 @@ _CLAUSE = re.compile(
     r"(?P<op><=|>=|==|!=|<|>)\s*(?P<version>[0-9][0-9A-Za-z.+!-]*?)$",
     re.IGNORECASE,
 )
+_GATE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*(?P<spec>[<>=!~][^;]*)$")
 _OPS = {
     "<": Version.__lt__,
     "<=": Version.__le__,
@@ -169,7 +173,7 @@ def _clause(text: str, versions: Mapping[str, Version | None]) -> Clause:
     text = " ".join(text.strip().rstrip(",;.").split())
     match = _CLAUSE.match(text)
     if match is None:
-        return Clause(text, None, "prose: not a `<project> pin <op> <version>` clause")
+        return _gate_clause(text, versions)
     name = canonicalize_name(match.group("name"))
     try:
         wanted = Version(match.group("version"))
@@ -181,6 +185,26 @@ def _clause(text: str, versions: Mapping[str, Version | None]) -> Clause:
     if pinned is None:
         return Clause(text, None, f"the {name} pin names no version")
     value = _OPS[match.group("op")](Version(pinned.public), wanted)
+    return Clause(text, bool(value), f"{name} {pinned}")
+
+
+def _gate_clause(text: str, versions: Mapping[str, Version | None]) -> Clause:
+    """A ``<project> <specifier set>`` clause (patching/gates.py), else prose."""
+    match = _GATE.match(text)
+    prose = Clause(text, None, "prose: not a `<project> <op> <version>` clause")
+    if match is None or text.lower().startswith("upstream:"):
+        return prose
+    try:
+        specifier = SpecifierSet(match.group("spec").replace(" ", ""))
+    except InvalidSpecifier:
+        return prose
+    name = canonicalize_name(match.group("name"))
+    if name not in versions:
+        return Clause(text, None, f"the target has no project {match.group('name')}")
+    pinned = versions[name]
+    if pinned is None:
+        return Clause(text, None, f"the {name} pin names no version")
+    value = specifier.contains(Version(pinned.public), prereleases=True)
     return Clause(text, bool(value), f"{name} {pinned}")
 
 

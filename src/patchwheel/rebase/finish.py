@@ -30,6 +30,7 @@ from patchwheel.rebase.state import (
     ProjectState,
     RebaseState,
     backup_dir,
+    pool_backup_dir,
     remove,
 )
 from patchwheel.upstream.cache import Cache, sha256_bytes
@@ -43,6 +44,8 @@ AuditRunner = Callable[[RebaseState, Cache], dict[str, Any] | None]
 def patch_loader(state: RebaseState, project: ProjectState) -> Callable[[str], Patch]:
     """Old patches are read from the backup: the bytes the vendor commits were made from."""
     series_dir = backup_dir(state) / project.name
+    if not series_dir.is_dir():  # a pooled project: its pool as it was
+        series_dir = pool_backup_dir(state) / project.name
 
     def load_patch(name: str) -> Patch:
         return parse_patch(name, (series_dir / name).read_bytes())
@@ -172,7 +175,8 @@ def _remember_resolutions(state: RebaseState, workspace: Workspace) -> dict[str,
         if not entries:
             continue
         homes = [workspace.patches / state.output / project.name]
-        if state.new_target and (workspace.patches / state.target).is_dir():
+        # (not into a pool: a pooled project's source target has no folder of its own for it)
+        if state.new_target and (workspace.patches / state.target / project.name).is_dir():
             homes.append(workspace.patches / state.target / project.name)
         written: set[str] = set()
         for home in homes:

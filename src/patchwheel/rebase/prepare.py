@@ -8,7 +8,8 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-from collections.abc import Mapping, Sequence
+import tomllib
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,11 +23,13 @@ from patchwheel.building.trees import upstream_of
 from patchwheel.config.lock import LockedPin
 from patchwheel.config.targets import TARGET_FILE, MissingPolicy, PinSpec, Target
 from patchwheel.errors import NotOnIndexError, VendorError
+from patchwheel.patching import series as series_mod
 from patchwheel.patching import vendor, vendor_git
 from patchwheel.patching.export import (
     applied_entries,
 )
-from patchwheel.patching.patches import Patch, read_series
+from patchwheel.patching.gates import pin_versions
+from patchwheel.patching.patches import Patch
 from patchwheel.rebase import missing as missing_mod
 from patchwheel.rebase import onto as onto_mod
 from patchwheel.rebase import replay, rerere
@@ -117,6 +120,16 @@ def new_state(
         declare=[c.key for c in changes if c.new.sha256],
     )
     toml_text = missing_mod.drop_variants(toml_text, dropped, where=str(target.root / TARGET_FILE))
+    moved = {c.key for c in changes}
+    warnings += gated_changes(target, lock, new_lock, toml_text, moved)
+    for project in target.projects:
+        if project.pool and project.source.key in moved:
+            toml_text = unpool(toml_text, project.name)
+            warnings.append(
+                f"{project.name} leaves pool {project.pool} (its pin moves): the rebased series "
+                f"is patches/{output}/{project.name}/; when another target builds the same "
+                "release, make it that release's pool (patches/README.md)"
+            )
     return RebaseState(
         target=target.name,
         output=output,
@@ -177,7 +190,7 @@ def prepare(
         state.projects.append(record)
         _take_vendor(record, vendor_root / target.name / project.name, state.new_target)
         state.save()
-        series = read_series(project.series_dir)
+        series = series_mod.resolve(project, lock).patches
         console.status(
             f"vendor {state.output}/{project.name}: prepare at {project.source.pin.text}"
         )
@@ -204,6 +217,54 @@ def prepare(
         _touched_upstream(record, series)
         mark(dest, state)
         state.save()
+
+
+def gated_changes(
+    target: Target,
+    lock: dict[str, LockedPin],
+    new_lock: Sequence[LockedPin],
+    toml_text: str,
+    moved: Collection[str],
+) -> list[str]:
+    """For each project whose sources stay (its series is not replayed), the patches its gates
+    take in or leave out at the new pins and variants: what the next build applies differently."""
+    out = []
+    data = tomllib.loads(toml_text)
+    versions = pin_versions(new_lock)
+    for project in target.projects:
+        if project.source.key in moved:
+            continue
+        table = data.get("projects", {}).get(project.name, {})
+        variants = list(table.get("variants", {})) if project.variants else []
+        before = series_mod.resolve(project, lock)
+        after = series_mod.resolve_patches(
+            project, [e.patch for e in before.entries], versions, variants
+        )
+        for old, new in zip(before.entries, after.entries, strict=True):
+            if old.applied and not new.applied:
+                out.append(
+                    f"{project.name}: {new.patch.name} is left out at the new pins: {new.why}"
+                )
+            elif new.applied and not old.applied:
+                name = f"{project.name}: {new.patch.name}"
+                out.append(f"{name} applies at the new pins (it did not: {old.why})")
+    return out
+
+
+def unpool(text: str, project: str) -> str:
+    """``target.toml`` without the project's ``pool`` line (and the comment right above it)."""
+    out: list[str] = []
+    table = ""
+    for line in text.splitlines(keepends=True):
+        stripped = line.strip()
+        if stripped.startswith("["):
+            table = stripped
+        if table == f"[projects.{project}]" and stripped.startswith("pool") and "=" in stripped:
+            if out and out[-1].lstrip().startswith("#") and "pools/" in out[-1]:
+                out.pop()
+            continue
+        out.append(line)
+    return "".join(out)
 
 
 def _touched_upstream(record: ProjectState, series: Sequence[Patch]) -> None:

@@ -2,7 +2,9 @@
 
 For each patch, in order, on top of the patches replayed before it:
 
-0. its own ``Drop-When`` holds for the new pins (:mod:`patchwheel.rebase.dropwhen`) →
+0. it names the variants it is for (``Variants:``, :mod:`patchwheel.patching.gates`) and the
+   rebased target builds none of them → ``variants-gone`` (dropped, and the report says so);
+   its own ``Drop-When`` holds for the new pins (:mod:`patchwheel.rebase.dropwhen`) →
    ``upstream`` (dropped, the predicate and each clause's value recorded);
 1. the strict applier (what a build uses), in memory: applies at its lines → ``clean``;
 2. ``git apply --check --reverse``: its change is already there → ``upstream`` (dropped);
@@ -19,7 +21,7 @@ For each patch, in order, on top of the patches replayed before it:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +31,7 @@ from patchwheel import console
 from patchwheel.errors import PatchError, VendorError
 from patchwheel.patching import vendor, vendor_git
 from patchwheel.patching.apply import apply_patch, hunk_sides, split_lines
+from patchwheel.patching.gates import gates_of
 from patchwheel.patching.patches import DEV_NULL, DirTree, Offset, Patch, strip_prefix
 from patchwheel.rebase import dropwhen, present, rerere
 from patchwheel.rebase.state import PatchState, ProjectState
@@ -90,11 +93,13 @@ def replay_project(
     load: Callable[[str], Patch],
     save: Callable[[], None],
     versions: Sequence[Mapping[str, Version | None]],
+    variants: Collection[str] | None = None,
 ) -> Stop | None:
     """Replay the project's series from ``project.position``; stop at the first conflict.
 
     ``versions``: the version sets of the new pins' builds (``dropwhen.build_versions``), which
-    each patch's ``Drop-When`` is read against (it must hold for every one).
+    each patch's ``Drop-When`` is read against (it must hold for every one). ``variants``: the
+    project's variants in the rebased target (None: not an overlay project).
     """
     repo = project.path
     total = len(project.patches)
@@ -105,7 +110,7 @@ def replay_project(
     while project.current is not None:
         record = project.current
         patch = load(record.name)
-        conflicts = replay_one(repo, patch, record, versions)
+        conflicts = replay_one(repo, patch, record, versions, variants)
         number = f"[{project.position + 1}/{total}]"
         if conflicts is not None:
             project.stopped = True
@@ -126,7 +131,13 @@ def advance(project: ProjectState) -> None:
 
 
 def _describe(record: PatchState) -> str:
-    colour = {"clean": "green", "offset": "yellow", "merged": "yellow", "upstream": "cyan"}
+    colour = {
+        "clean": "green",
+        "offset": "yellow",
+        "merged": "yellow",
+        "upstream": "cyan",
+        "variants-gone": "cyan",
+    }
     text = f"[{colour.get(record.klass, 'red')}]{record.klass}[/]"
     if record.offsets:
         text += f" ({'; '.join(record.offsets)})"
@@ -136,10 +147,23 @@ def _describe(record: PatchState) -> str:
 
 
 def replay_one(
-    repo: Path, patch: Patch, record: PatchState, versions: Sequence[Mapping[str, Version | None]]
+    repo: Path,
+    patch: Patch,
+    record: PatchState,
+    versions: Sequence[Mapping[str, Version | None]],
+    variants: Collection[str] | None = None,
 ) -> list[Conflict] | None:
     """Replay one patch onto HEAD; record its class; the conflicts when it stops, else None."""
     head = vendor_git.rev(repo, "HEAD") or ""
+    scoped = gates_of(patch.name, patch.fields, patch.data, patch.name).variants
+    if variants is not None and scoped is not None and not scoped & set(variants):
+        record.klass = "variants-gone"
+        record.reason = (
+            f"it is for variant(s) {', '.join(sorted(scoped))} (its Variants: header), none of "
+            f"which the rebased target builds ({', '.join(sorted(variants)) or 'none'})"
+        )
+        record.dropped = True
+        return None
     drop_when = patch.fields.get("Drop-When", "")
     if drop_when:
         evaluation = dropwhen.evaluate_each(drop_when, versions)

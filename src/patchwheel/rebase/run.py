@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import shlex
 import time
+import tomllib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -142,7 +143,7 @@ def start(
         )
         state.rerun = list(rerun) or _rerun(target_name, onto, new_target, missing or {})
         state.undo = undo_command
-        take_backup(state, target.root)
+        take_backup(state, target.root, {p.name: p.series_dir for p in target.projects if p.pool})
         state.save()
         try:
             prepare(state, target, lock, changes, resolved, cache)
@@ -258,7 +259,11 @@ def _run(state: RebaseState, cache: Cache, audit: AuditRunner | None, began: flo
             if not project.affected or project.current is None:
                 continue
             stop = replay.replay_project(
-                project, patch_loader(state, project), state.save, report.build_versions(state)
+                project,
+                patch_loader(state, project),
+                state.save,
+                report.build_versions(state),
+                new_variants(state, project.name),
             )
             began = state.clock(began)
             state.save()
@@ -268,6 +273,15 @@ def _run(state: RebaseState, cache: Cache, audit: AuditRunner | None, began: flo
         state.save()
     data, text, files = finish(state, cache, audit, began)
     return Outcome("done", state.target, state.output, report=data, markdown=text, files=files)
+
+
+def new_variants(state: RebaseState, project: str) -> list[str] | None:
+    """The project's variants in the rebased target (None: it has none, a source project)."""
+    data = tomllib.loads(state.target_toml)
+    projects = data.get("projects", {})
+    table = projects.get(project, {}) if isinstance(projects, dict) else {}
+    variants = table.get("variants") if isinstance(table, dict) else None
+    return list(variants) if isinstance(variants, dict) else None
 
 
 def _stopped(state: RebaseState) -> ProjectState | None:

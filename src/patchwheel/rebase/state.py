@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -23,7 +24,7 @@ STATE_DIR = ".patchwheel-rebase"
 STATE_FILE = "state.json"
 BACKUP = "backup"
 Phase = Literal["prepare", "replay", "finish"]
-CLASSES = ("clean", "offset", "merged", "conflict", "upstream", "target-gone")
+CLASSES = ("clean", "offset", "merged", "conflict", "upstream", "target-gone", "variants-gone")
 
 
 @dataclass
@@ -182,12 +183,26 @@ def backup_dir(state: RebaseState) -> Path:
     return state.home / BACKUP
 
 
-def take_backup(state: RebaseState, target_dir: Path) -> None:
-    """Copy the target directory's bytes aside (before anything changes)."""
+def pool_backup_dir(state: RebaseState) -> Path:
+    """The copies of the pools the target's projects use (``<project>/``), from before."""
+    return state.home / "pool-backup"
+
+
+def take_backup(
+    state: RebaseState, target_dir: Path, pools: Mapping[str, Path] | None = None
+) -> None:
+    """Copy the target directory's bytes aside (before anything changes), and the pools its
+    projects take their series from (``pools``: project → pool folder), which a rebase reads
+    its old patches from but never changes."""
     dest = backup_dir(state)
     if dest.exists():
         shutil.rmtree(dest)
     shutil.copytree(target_dir, dest, symlinks=True)
+    pooled = pool_backup_dir(state)
+    if pooled.exists():
+        shutil.rmtree(pooled)
+    for project, folder in (pools or {}).items():
+        shutil.copytree(folder, pooled / project, symlinks=True)
 
 
 def restore_dir(source: Path, dest: Path) -> None:

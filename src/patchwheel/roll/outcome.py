@@ -6,6 +6,7 @@ date, or when its rebase stopped at a conflict.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -13,11 +14,14 @@ from typing import Any, Literal
 from rich.markup import escape
 
 from patchwheel import console
+from patchwheel.config.targets import POOLS_DIR, load_target
+from patchwheel.errors import PatchwheelError
 from patchwheel.index import outputs
 from patchwheel.portable import portable, roots
 from patchwheel.rebase import replay
 from patchwheel.rebase.finish import report_files
 from patchwheel.rebase.state import load as load_rebase
+from patchwheel.roll import paths
 from patchwheel.roll import report as roll_report
 from patchwheel.roll import state as roll_state
 from patchwheel.roll.check import Checks
@@ -54,9 +58,12 @@ def finish(workspace: Workspace, state: RollState) -> RollOutcome:
     asked = _asked(state, checks)
     green = checks.green and not asked
     status: Status = "green" if green else "needs-person"
-    next_steps = asked + ([] if checks.green else _next_after_checks(state, checks))
-    data = roll_report.build_report(
-        state, status=status, rebase=state.rebase, checks=checks, next_steps=next_steps
+    next_steps = asked + ([] if checks.green else _next_after_checks(state, checks, workspace))
+    data = _machine_free(
+        workspace,
+        roll_report.build_report(
+            state, status=status, rebase=state.rebase, checks=checks, next_steps=next_steps
+        ),
     )
     extra = report_files(state.rebase, state.rebase_markdown) if state.rebase else {}
     data, files = _write(workspace, state.output, data, extra)
@@ -91,7 +98,9 @@ def up_to_date(workspace: Workspace, state: RollState, verified: dict[str, Any])
         bisect=verified.get("bisect"),
         verification=dict(verified.get("verification") or {}),
     )
-    data = roll_report.build_report(state, status="up-to-date", rebase=None, checks=checks)
+    data = _machine_free(
+        workspace, roll_report.build_report(state, status="up-to-date", rebase=None, checks=checks)
+    )
     data, files = _write(workspace, state.target, data, {})
     newest = state.new.get("newest")
     said = roll_report.newest_words(state.new, newest) if newest else ""
@@ -127,8 +136,11 @@ def stopped(workspace: Workspace, state: RollState, stop: replay.Stop) -> RollOu
         ],
     }
     progress = _progress(workspace, state)
-    data = roll_report.build_report(
-        state, status="needs-person", rebase=progress, stop=detail, next_steps=next_steps
+    data = _machine_free(
+        workspace,
+        roll_report.build_report(
+            state, status="needs-person", rebase=progress, stop=detail, next_steps=next_steps
+        ),
     )
     data, out = _write(workspace, state.output, data, {})
     _say("needs-person", state, out, next_steps)
@@ -158,7 +170,35 @@ def _progress(workspace: Workspace, state: RollState) -> dict[str, Any] | None:
     return {"projects": projects, "seconds": round(current.seconds, 2)}
 
 
-def _next_after_checks(state: RollState, checks: Checks) -> list[str]:
+_NUMBER = re.compile(r"^(\d{4})-")
+
+
+def _answer_drift(workspace: Workspace, name: str, project: str = "speculators") -> str:
+    """How to answer the consumer's drift: export the vendor tree's commit into the target's
+    series, or, when its series is a pool, add it to the pool as a gated patch."""
+    vendor = f"vendor/{name}/{project}"
+    try:
+        pool = load_target(workspace.patches, name).project(project).pool
+    except PatchwheelError:
+        pool = None
+    if not pool:
+        return (
+            f"answer the drift in {vendor} (commit the fix), then: "
+            f"patchwheel export --target {name} --project {project}"
+        )
+    folder = f"patches/{POOLS_DIR}/{pool}"
+    numbered = (_NUMBER.match(p.name) for p in (workspace.patches / POOLS_DIR / pool).iterdir())
+    start = max((int(m.group(1)) for m in numbered if m), default=0) + 1
+    return (
+        f"answer the drift in {vendor} (commit the fix, its message saying Applies-When: "
+        "vllm >= <the release the Bisect section names>), then add it to the pool the target "
+        "shares: "
+        f"git -C {vendor} format-patch -1 --start-number {start} -o ../../../{folder} "
+        f"and list the new file at the end of {folder}/series"
+    )
+
+
+def _next_after_checks(state: RollState, checks: Checks, workspace: Workspace) -> list[str]:
     name = state.output
     base = f"nox -s roll -- --target {state.target}"
     undo_step = f"{base} --abort   (undo the roll: the pins, the series and vendor/ as before)"
@@ -166,8 +206,7 @@ def _next_after_checks(state: RollState, checks: Checks) -> list[str]:
         return [f"fix what the build names (see roll.md), then: {base} --continue", undo_step]
     if checks.audit.get("status") == "findings":
         return [
-            f"answer the drift in vendor/{name}/speculators (commit the fix), then: "
-            f"patchwheel export --target {name} --project speculators",
+            _answer_drift(workspace, name),
             f"{base} --continue   (builds, audits against the old pins and verifies again)",
             undo_step,
         ]
@@ -184,12 +223,23 @@ def _next_after_checks(state: RollState, checks: Checks) -> list[str]:
     ]
 
 
+def _machine_free(workspace: Workspace, data: dict[str, Any]) -> dict[str, Any]:
+    """The report as it is written and returned: no path of this machine in it."""
+    cleaned: dict[str, Any] = paths.machine_free(data, paths.replacements(workspace))
+    return cleaned
+
+
 def _write(
     workspace: Workspace, name: str, data: dict[str, Any], extra: dict[str, bytes]
 ) -> tuple[dict[str, Any], list[Path]]:
     """Write roll.md and roll.json (and ``extra``) into build/<name>; the report as written
     (no path of this machine in it: the checkout's relative, the cache's by name)."""
     data = portable(data, roots(workspace.patches.parent))
+    pairs = paths.replacements(workspace)
+    extra = {
+        file: paths.machine_free(content.decode("utf-8"), pairs).encode("utf-8")
+        for file, content in extra.items()
+    }
     files = {
         **extra,
         roll_report.REPORT_MD: roll_report.markdown(data).encode("utf-8"),

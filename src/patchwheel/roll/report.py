@@ -109,7 +109,10 @@ def _rebase(rebase: Mapping[str, Any] | None) -> dict[str, Any] | None:
                 ],
             }
         )
-    return {"seconds": rebase.get("seconds"), "projects": projects}
+    out: dict[str, Any] = {"seconds": rebase.get("seconds"), "projects": projects}
+    if rebase.get("warnings"):  # e.g. what a pool's gates take in or leave out at the new pins
+        out["notes"] = list(rebase["warnings"])
+    return out
 
 
 # --------------------------------------------------------------------------- markdown
@@ -200,6 +203,9 @@ def _rebase_lines(rebase: Mapping[str, Any] | None, stop: Mapping[str, Any] | No
         lines.append(f"\nThe vendor tree `{stop['vendor']}` is in git's conflict state.")
     if not rebase:
         return lines
+    if rebase.get("notes"):
+        lines += ["", "## Rebase notes", ""]
+        lines += [f"- {note}" for note in rebase["notes"]]
     for project in rebase["projects"]:
         if not project["replayed"]:
             continue
