@@ -300,3 +300,19 @@ def committed_series(target: str, project: str = "speculators") -> list[Any]:
 def committed_series_dir(target: str, project: str = "speculators") -> Path:
     """Where a committed target's series of a project lives (its own folder or its pool)."""
     return load_target(REPO_ROOT / "patches", target).project(project).series_dir
+
+
+def gpu_tables(target: str) -> str:
+    """The ``gpu-archs`` / ``[gpu-specific."…"]`` tables of a committed target, as TOML text to
+    append to a test's own target.toml that builds the same vLLM CUDA wheel: the build checks
+    every CUDA module against the GPUs a target requires, and upstream builds some modules for
+    fewer GPUs (FlashAttention 3, FlashMLA, …), which the committed targets declare."""
+    import tomllib
+
+    import tomli_w
+
+    data = tomllib.loads((REPO_ROOT / "patches" / target / "target.toml").read_text())
+    tables = {k: data[k] for k in ("gpu-archs", "gpu-specific") if k in data}
+    if not tables:
+        raise AssertionError(f"patches/{target}/target.toml declares no GPU tables")
+    return "\n" + tomli_w.dumps(tables)

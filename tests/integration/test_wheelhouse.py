@@ -468,6 +468,9 @@ def _speculators_target(root: Path, cache: Path, *, vllm: str | None = None) -> 
             pin = "vllm=={vllm}"
             """
         )
+        # the committed target's GPU-specific modules, for the same CUDA wheel
+        committed = {"0.26.0": "vllm-0.26", "0.32.0": "vllm-0.32"}[vllm]
+        text += support.gpu_tables(committed)
     (root / "patches" / "gpu" / "target.toml").write_text(text)
     for command in ("lock", "build"):
         proc = support.patchwheel(

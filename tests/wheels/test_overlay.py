@@ -231,7 +231,8 @@ def test_real_vllm_032_overlay_cuda_and_cpu(tmp_path: Path, shared_cache_dir: Pa
     root = tmp_path / "checkout"
     target = root / "patches" / "vllm-test"
     target.mkdir(parents=True)
-    (target / "target.toml").write_text(VLLM_TARGET)
+    # the committed vllm-0.32 target's GPU-specific modules (the same CUDA wheel)
+    (target / "target.toml").write_text(VLLM_TARGET + support.gpu_tables("vllm-0.32"))
     co = Checkout(root=root, cache=shared_cache_dir, upstream=tmp_path)
     assert co.run("lock").returncode == 0
 
