@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tarfile
 import textwrap
+import tomllib
 import venv
 import zipfile
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any, Self
 
 import git
+import tomli_w
 
 from patchwheel.config.lock import locked_pins
 from patchwheel.config.targets import load_target
@@ -307,10 +309,6 @@ def gpu_tables(target: str) -> str:
     append to a test's own target.toml that builds the same vLLM CUDA wheel: the build checks
     every CUDA module against the GPUs a target requires, and upstream builds some modules for
     fewer GPUs (FlashAttention 3, FlashMLA, …), which the committed targets declare."""
-    import tomllib
-
-    import tomli_w
-
     data = tomllib.loads((REPO_ROOT / "patches" / target / "target.toml").read_text())
     tables = {k: data[k] for k in ("gpu-archs", "gpu-specific") if k in data}
     if not tables:
