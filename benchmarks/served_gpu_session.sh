@@ -18,12 +18,16 @@
 #   then:            bash benchmarks/served_gpu_session.sh run SHAPE SIDES [CLIENTS]
 set -uo pipefail
 
+# The machine's temporary folder ($TMPDIR, else where mktemp puts its files): each step is its
+# own device call, so the steps find one another's files there.
+TMP=${TMPDIR:-$(dirname "$(mktemp -u)")}
+
 CARRY=build/gpu-carry
-PARTS=/tmp/pw-carry
-ROOT=/tmp/pw-bench
+PARTS=$TMP/pw-carry
+ROOT=$TMP/pw-bench
 WORK=$ROOT/work
 REPORT=$WORK/served-paths.json
-OUT=${OUT:-/tmp/pw-out}
+OUT=${OUT:-$TMP/pw-out}
 
 bring_back() {
     mkdir -p "$OUT"

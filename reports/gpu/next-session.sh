@@ -15,13 +15,17 @@
 #   bash reports/gpu/next-session.sh correctness  # vllm-0.26: llama against both oracles
 set -uo pipefail
 
+# The machine's temporary folder ($TMPDIR, else where mktemp puts its files): each step is its
+# own device call, so the steps find one another's files there.
+TMP=${TMPDIR:-$(dirname "$(mktemp -u)")}
+
 CARRY=build/gpu-carry
-ROOT=/tmp/pw-wheelhouse
-WORK=/tmp/pw-gpu
-SERVED_WORK=/tmp/pw-served
+ROOT=$TMP/pw-wheelhouse
+WORK=$TMP/pw-gpu
+SERVED_WORK=$TMP/pw-served
 REPORT=$WORK/verify-gpu.json
 SERVED_REPORT=$SERVED_WORK/verify-gpu-served.json
-OUT=${OUT:-/tmp/pw-out}
+OUT=${OUT:-$TMP/pw-out}
 
 session() {  # session SECONDS TARGET WHEELHOUSE WORK ARGS…: killed (SIGTERM) after SECONDS
     local seconds=$1 target=$2 wh=$3 work=$4
@@ -35,7 +39,7 @@ bring_back() {  # the reports, and every log in one archive ($OUT takes at most 
     mkdir -p "$OUT"
     cp "$WORK"/verify-gpu*.json "$WORK"/verify-gpu*.md "$SERVED_WORK"/verify-gpu*.json \
         "$SERVED_WORK"/verify-gpu*.md "$OUT"/ 2>/dev/null
-    (cd /tmp && find pw-gpu pw-served -name '*.log' -size -20M 2>/dev/null \
+    (cd "$TMP" && find pw-gpu pw-served -name '*.log' -size -20M 2>/dev/null \
         | tar -czf "$OUT/logs.tar.gz" -T - 2>/dev/null)
     return 0
 }
@@ -56,7 +60,7 @@ step=${1:-}
 case "$step" in
 pack)
     # Here, after `nox -s build` and `nox -s wheelhouse` of both targets (NEXT.md section 1).
-    SPECULATORS_GIT=${SPECULATORS_GIT:-/work/.mirror/vllm-project+speculators/repo}
+    SPECULATORS_GIT=${SPECULATORS_GIT:?set SPECULATORS_GIT to a git clone of speculators (its v0.3.0 tag)}
     rm -rf "$CARRY" && mkdir -p "$CARRY/extra/scripts" "$CARRY/stage"
     for f in data_generation_offline.py build_vocab_mapping.py train.py; do
         git -C "$SPECULATORS_GIT" show "v0.3.0:scripts/$f" >"$CARRY/extra/scripts/$f" || exit 1
@@ -81,7 +85,7 @@ pack)
 facts)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
     python3 -c "import torch, transformers; print(torch.__version__, torch.version.cuda, transformers.__version__)"
-    df -h /dev/shm /tmp . ; free -g ; nproc
+    df -h /dev/shm "$TMP" . ; free -g ; nproc
     ls -la "$CARRY"
     ;;
 parts)

@@ -2,8 +2,8 @@
 
 A report records paths relative to the checkout or the wheelhouse; an absolute one (a home
 folder, /tmp, /work, the checkout's own path) says where one machine kept its files and means
-nothing to a reader. :func:`machine_paths` finds them; :func:`relativize` rewrites them by a
-given table (``reports/relativize.py`` holds the table of the runs committed before).
+nothing to a reader. :func:`machine_paths` finds them; the writers record paths through
+:mod:`patchwheel.portable`.
 """
 
 from __future__ import annotations
@@ -27,14 +27,6 @@ def machine_paths(text: str, also: Iterable[str] = ()) -> list[str]:
         if prefix and prefix != "/":
             found.update(re.findall(re.escape(prefix) + r"[^\s\"'`),;]*", text))
     return sorted(found)
-
-
-def relativize(text: str, table: Sequence[tuple[str, str]]) -> str:
-    """``text`` with each prefix of ``table`` replaced (the longest first): ``("/work/main/",
-    "")`` makes a checkout path relative, ``("/tmp/wh", "$WHEELHOUSE")`` names the wheelhouse."""
-    for old, new in sorted(table, key=lambda pair: -len(pair[0])):
-        text = text.replace(old, new)
-    return text
 
 
 def text_files(root: Path, folders: Sequence[str], files: Sequence[str]) -> list[Path]:
