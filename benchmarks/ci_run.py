@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,23 +54,23 @@ def figures(output: str) -> dict[str, Any]:
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", type=Path, help="write the figures here")
-    parser.add_argument("--log", type=Path, help="keep .ci/run's whole output here")
-    args = parser.parse_args()
+def run_in_fresh_clone(
+    argv: Callable[[Path], list[str]], env: dict[str, str], what: str
+) -> tuple[str, str, int, float, tuple[float, float, float]]:
+    """Run ``argv(clone)`` in a fresh clone of HEAD with a fresh cache, its output shown as it
+    comes: (commit, output, exit status, wall seconds, load average at the start)."""
     commit = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
     ).stdout.strip()
-    with tempfile.TemporaryDirectory(prefix="pw-ci-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="pw-bench-") as tmp:
         clone = Path(tmp) / "patchwheel"
         subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(clone)], check=True)
-        env = {**os.environ, "CI": "true", "PATCHWHEEL_CACHE": str(Path(tmp) / "cache")}
+        full_env = {**os.environ, **env, "PATCHWHEEL_CACHE": str(Path(tmp) / "cache")}
         load = os.getloadavg()
-        print(f"ci_run: .ci/run in {clone} at {commit[:7]}, load average {load[0]:.1f}", flush=True)
+        print(f"{what} in {clone} at {commit[:7]}, load average {load[0]:.1f}", flush=True)
         started = time.monotonic()
         proc = subprocess.Popen(
-            [str(clone / ".ci" / "run")], cwd=clone, env=env, text=True,
+            argv(clone), cwd=clone, env=full_env, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         )  # fmt: skip
         assert proc.stdout is not None
@@ -79,7 +80,17 @@ def main() -> int:
             output.append(line)
         returncode = proc.wait()
         wall = time.monotonic() - started
-    text = "".join(output)
+    return commit, "".join(output), returncode, wall, load
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--log", type=Path, help="keep .ci/run's whole output here")
+    args = parser.parse_args()
+    commit, text, returncode, wall, load = run_in_fresh_clone(
+        lambda clone: [str(clone / ".ci" / "run")], {"CI": "true"}, ".ci/run"
+    )
     if args.log:
         args.log.write_text(text, "utf-8")
     result: dict[str, Any] = {

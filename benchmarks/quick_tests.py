@@ -16,16 +16,11 @@ import datetime
 import json
 import os
 import re
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from ci_run import COUNT
+from ci_run import COUNT, run_in_fresh_clone
 
-ROOT = Path(__file__).resolve().parents[1]
 GOAL_S = 300
 # pytest's last line; -q prints it bare: "479 passed, 2 warnings in 325.81s (0:05:25)"
 SUMMARY = re.compile(r"^=*\s*(.*\d+ (?:passed|failed).*) in ([\d.]+)s")
@@ -49,30 +44,9 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--log", type=Path, help="keep the session's whole output here")
     args = parser.parse_args()
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    with tempfile.TemporaryDirectory(prefix="pw-quick-") as tmp:
-        clone = Path(tmp) / "patchwheel"
-        subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(clone)], check=True)
-        env = {**os.environ, "PATCHWHEEL_CACHE": str(Path(tmp) / "cache")}
-        load = os.getloadavg()
-        print(
-            f"quick_tests: nox -s quick in {clone} at {commit[:7]}, load {load[0]:.1f}", flush=True
-        )
-        started = time.monotonic()
-        proc = subprocess.Popen(
-            ["nox", "-s", "quick"], cwd=clone, env=env, text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        assert proc.stdout is not None
-        output = []
-        for line in proc.stdout:
-            sys.stdout.write(line)
-            output.append(line)
-        returncode = proc.wait()
-        wall = time.monotonic() - started
-    text = "".join(output)
+    commit, text, returncode, wall, load = run_in_fresh_clone(
+        lambda _clone: ["nox", "-s", "quick"], {}, "quick_tests: nox -s quick"
+    )
     if args.log:
         args.log.write_text(text, "utf-8")
     found = figures(text)
